@@ -1,0 +1,70 @@
+"""Which sequences each trainer trains in a round, from the round seed alone.
+
+A round's batch is the sequence range [data_index, data_index + batch_size). Trainers (in index
+order) are shuffled by an LCG Fisher-Yates seeded with the round seed; walking that order, trainer
+i takes base + (1 if i < remainder else 0) consecutive sequences. Verifiers each re-check one
+trainer's batch, chosen by the same shuffle."""
+
+from dataclasses import dataclass
+
+from .committee import RoundCommittee
+from .config import RunConfig
+from .shuffle import lcg_shuffle
+from .state import Round
+
+
+@dataclass(frozen=True, order=True)
+class BatchId:
+    """Inclusive range of sequence indices [start, end]."""
+
+    start: int
+    end: int
+
+    def __len__(self) -> int:
+        return self.end - self.start + 1
+
+    def __str__(self) -> str:
+        return f"B[{self.start}, {self.end}]"
+
+
+def batch_size(config: RunConfig, tokens: int) -> int:
+    """Sequences in the global batch once `tokens` tokens have been trained (linear ramp)."""
+    start, end, ramp = (config.global_batch_size_start, config.global_batch_size_end,
+                        config.global_batch_size_warmup_tokens)
+    if ramp == 0 or tokens >= ramp:
+        return end
+    # round-half-up of start + (end - start) * tokens / ramp, in integers
+    return start + ((end - start) * tokens * 2 + ramp) // (2 * ramp)
+
+
+def round_batch_size(config: RunConfig, rnd: Round) -> int:
+    return batch_size(config, rnd.data_index * config.max_seq_len)
+
+
+def assign_batches(config: RunConfig, rnd: Round, committee: RoundCommittee = None) -> dict:
+    """{client_index: BatchId} for every trainer with a non-empty share of the round's batch."""
+    committee = committee or RoundCommittee(rnd, config.witness_nodes, config.verification_percent)
+    trainers = lcg_shuffle(committee.trainers(), rnd.random_seed)
+    if not trainers:
+        return {}
+    total = round_batch_size(config, rnd)
+    base, rem = divmod(total, len(trainers))
+    out, start = {}, rnd.data_index
+    for i, client in enumerate(trainers):
+        size = base + (1 if i < rem else 0)
+        if size:
+            out[client] = BatchId(start, start + size - 1)
+            start += size
+    return out
+
+
+def assign_verifications(config: RunConfig, rnd: Round, committee: RoundCommittee = None) -> dict:
+    """{verifier_index: BatchId}: verifier j re-checks the batch of the j-th trainer in the
+    reversed shuffle order, so verification falls on trainers spread across the round."""
+    committee = committee or RoundCommittee(rnd, config.witness_nodes, config.verification_percent)
+    batches = assign_batches(config, rnd, committee)
+    order = list(reversed(lcg_shuffle(sorted(batches), rnd.random_seed ^ 0x5645524946590000)))
+    verifiers = committee.verifier_indices()
+    if not order:
+        return {}
+    return {v: batches[order[j % len(order)]] for j, v in enumerate(verifiers)}

@@ -1,0 +1,71 @@
+"""Witness bloom filters on pybloom-live with fixed protocol parameters.
+
+Keys are lowercase hex strings (a signer's public key, a result commitment), so any language
+reproduces the bits: for a key k, h = SHA-256(SHA-256(u32_le(0)) || utf8(k)); the first 11
+little-endian u16 words of h, each mod 369, give one bit per slice; slice s owns bits
+[369*s, 369*(s+1)). Bit i lives in byte i // 8 at bit i % 8 (least significant first)."""
+
+import bitarray
+from pybloom_live import BloomFilter
+
+from .constants import (BLOOM_BITS, BLOOM_BITS_PER_SLICE, BLOOM_BYTES, BLOOM_CAPACITY,
+                        BLOOM_ERROR_RATE, BLOOM_SLICES)
+from .errors import CoordinatorError
+
+EMPTY_BLOOM = bytes(BLOOM_BYTES)
+
+
+def _new_filter() -> BloomFilter:
+    f = BloomFilter(capacity=BLOOM_CAPACITY, error_rate=BLOOM_ERROR_RATE)
+    # The protocol constants are derived from these two numbers; fail loudly if a pybloom-live
+    # release ever sized its filters differently.
+    assert (f.num_slices, f.bits_per_slice) == (BLOOM_SLICES, BLOOM_BITS_PER_SLICE)
+    return f
+
+
+def check_bloom_bytes(data: bytes) -> bytes:
+    """Reject anything that is not exactly a filter's bytes with the padding bits clear."""
+    if not isinstance(data, (bytes, bytearray)) or len(data) != BLOOM_BYTES:
+        raise CoordinatorError("MalformedBloom", f"expected {BLOOM_BYTES} bytes")
+    if data[-1] >> (BLOOM_BITS - 8 * (BLOOM_BYTES - 1)):
+        raise CoordinatorError("MalformedBloom", "padding bits past bit 4059 must be zero")
+    return bytes(data)
+
+
+class WitnessBloom:
+    """A fixed-size filter that serializes to exactly BLOOM_BYTES bytes."""
+
+    def __init__(self, data: bytes = EMPTY_BLOOM):
+        self._filter = _new_filter()
+        bits = bitarray.bitarray(endian="little")
+        bits.frombytes(check_bloom_bytes(data))
+        self._filter.bitarray = bits[:BLOOM_BITS]
+
+    def add(self, key_hex: str) -> None:
+        # pybloom counts items and refuses past capacity; bytes decoded off the wire carry no
+        # count, and more than 256 keys is a protocol error caught by the caller anyway.
+        self._filter.add(_check_key(key_hex), skip_check=True)
+
+    def __contains__(self, key_hex: str) -> bool:
+        return _check_key(key_hex) in self._filter
+
+    def to_bytes(self) -> bytes:
+        return self._filter.bitarray.tobytes()
+
+
+def _check_key(key_hex: str) -> str:
+    if not isinstance(key_hex, str) or key_hex != key_hex.lower():
+        raise ValueError("bloom keys are lowercase hex strings")
+    return key_hex
+
+
+def bloom_of(keys) -> bytes:
+    """Bytes of a filter holding every key in `keys`."""
+    b = WitnessBloom()
+    for k in keys:
+        b.add(k)
+    return b.to_bytes()
+
+
+def bloom_contains(data: bytes, key_hex: str) -> bool:
+    return key_hex in WitnessBloom(data)

@@ -1,0 +1,369 @@
+"""The coordinator state machine: a pure function of (state, time, operation).
+
+`apply(state, now, op, **args)` returns the next state or raises CoordinatorError, leaving the
+given state untouched. `now` is unix seconds supplied by the backend (server clock, or the Clock
+sysvar on chain); randomness comes only from the run seed mixed with epoch, step and time."""
+
+from .assignment import assign_batches, round_batch_size
+from .bloom import bloom_contains, check_bloom_bytes
+from .committee import RoundCommittee, expected_witnesses, witness_quorum
+from .config import RunConfig
+from .constants import (MAX_CLIENTS, MAX_WITNESSES, MERKLE_ROOT_LEN, REPO_LEN,
+                        ROUND_SEED_DOMAIN, RUN_ID_LEN)
+from .errors import CoordinatorError
+from .shuffle import sha256, u64_le
+from .state import (Checkpoint, CheckpointKind, Client, ClientState, CoordinatorState, Round,
+                    RunState, Witness)
+
+
+def new_run(run_id: str, config: RunConfig, run_seed: int,
+            checkpoint: Checkpoint = Checkpoint()) -> CoordinatorState:
+    """A run as its creator makes it: Uninitialized until resumed."""
+    raw = run_id.encode("utf-8") if isinstance(run_id, str) else b""
+    if not raw or len(raw) > RUN_ID_LEN or b"\0" in raw:
+        raise CoordinatorError("InvalidRunId", f"run id must be 1 to {RUN_ID_LEN} bytes of UTF-8")
+    if not 0 <= run_seed < 1 << 64:
+        raise CoordinatorError("InvalidOperation", "run_seed must fit in u64")
+    return CoordinatorState(run_id=run_id, config=config.validate(), run_seed=run_seed,
+                            checkpoint=_check_checkpoint(checkpoint))
+
+
+def apply(state: CoordinatorState, now: int, op: str, **args) -> CoordinatorState:
+    handler = OPERATIONS.get(op)
+    if handler is None:
+        raise CoordinatorError("InvalidOperation", f"unknown operation {op!r}")
+    if not isinstance(now, int) or not 0 <= now < 1 << 63:
+        raise CoordinatorError("InvalidOperation", "time must be a non-negative integer")
+    nxt = state.clone()
+    handler(nxt, now, **args)
+    return nxt
+
+
+# ---------------------------------------------------------------- time and phase changes
+
+def _timed_out(s: CoordinatorState, now: int, duration: int) -> bool:
+    # at least one second must pass even for a zero duration, as in Psyche
+    return now != s.run_state_start and now >= s.run_state_start + duration
+
+
+def _change_state(s: CoordinatorState, now: int, to: RunState) -> None:
+    assert s.run_state != to, to
+    s.run_state = to
+    s.run_state_start = now
+
+
+def round_seed(s: CoordinatorState, now: int) -> int:
+    return u64_le(sha256(ROUND_SEED_DOMAIN, s.run_seed.to_bytes(8, "little"),
+                         s.epoch.to_bytes(4, "little"), s.step.to_bytes(4, "little"),
+                         now.to_bytes(8, "little")))
+
+
+def _start_waiting_for_members(s, now):
+    _change_state(s, now, RunState.Finished if s.step > s.config.total_steps
+                  else RunState.WaitingForMembers)
+
+
+def _start_epoch(s: CoordinatorState, now: int) -> None:
+    previous = {c.signer for c in s.clients}
+    joining, s.pending = s.pending[:MAX_CLIENTS], s.pending[MAX_CLIENTS:]
+    if s.checkpoint.kind == CheckpointKind.P2P and not any(c.signer in previous for c in joining):
+        # nobody who holds last epoch's model is here: fall back to the uploaded checkpoint
+        kind = CheckpointKind.Hub if s.checkpoint.repo else CheckpointKind.Dummy
+        s.checkpoint = Checkpoint(kind, s.checkpoint.repo, s.checkpoint.revision)
+    s.clients = [c.with_state(ClientState.Healthy) for c in joining]
+    s.rounds = [Round() for _ in s.rounds]
+    s.rounds_head = 0
+    s.first_round = True
+    s.start_step = s.step
+    s.last_step = 0
+    s.epoch_start_timestamp = now
+    _change_state(s, now, RunState.Warmup)
+
+
+def _start_round_train(s: CoordinatorState, now: int) -> None:
+    if s.first_round:
+        head, height, data_index = 0, 0, s.epoch_start_data_index
+    else:
+        prev = s.current_round
+        head = (s.rounds_head + 1) % len(s.rounds)
+        height = prev.height + 1
+        data_index = prev.data_index + round_batch_size(s.config, prev)
+    s.rounds_head = head
+    s.rounds[head] = Round(height=height, data_index=data_index, random_seed=round_seed(s, now),
+                           participants=s.healthy_mask())
+    _change_state(s, now, RunState.RoundTrain)
+
+
+def _withdraw_all(s: CoordinatorState) -> None:
+    s.clients = [c.with_state(ClientState.Withdrawn) if c.state == ClientState.Healthy else c
+                 for c in s.clients]
+
+
+def _end_round(s: CoordinatorState, now: int) -> None:
+    cfg, cur = s.config, s.current_round
+    s.first_round = False
+    s.step += 1
+    if not cur.witnesses:
+        # nobody witnessed: the witnesses left or everyone did; the epoch cannot go on
+        _withdraw_all(s)
+        _change_state(s, now, RunState.Cooldown)
+        return
+    epoch_over = now >= s.epoch_start_timestamp + cfg.epoch_time
+    if s.last_step == 0 and (epoch_over or s.step > cfg.total_steps):
+        # drain: two more rounds without training witness and apply the last results
+        s.last_step = s.step + 2
+    elected = expected_witnesses(cfg.witness_nodes, len(cur.participant_indices()))
+    if ((s.last_step and s.step >= s.last_step) or s.healthy_count() < cfg.min_clients
+            or len(cur.witnesses) < witness_quorum(elected) or s.pending_pause):
+        _change_state(s, now, RunState.Cooldown)
+    else:
+        _start_round_train(s, now)
+
+
+def _end_epoch(s: CoordinatorState, now: int) -> None:
+    cur = s.current_round
+    s.epoch_start_data_index = cur.data_index + round_batch_size(s.config, cur)
+    s.epoch += 1
+    if s.checkpoint.kind in (CheckpointKind.Dummy, CheckpointKind.Hub):
+        # the epoch's clients now hold the newest model; joiners fetch it from them
+        s.checkpoint = Checkpoint(CheckpointKind.P2P, s.checkpoint.repo, s.checkpoint.revision)
+    if s.pending_pause:
+        _withdraw_all(s)
+        s.pending_pause = False
+        _change_state(s, now, RunState.Paused)
+    else:
+        _start_waiting_for_members(s, now)
+
+
+# ---------------------------------------------------------------- operations
+
+def tick(s: CoordinatorState, now: int) -> None:
+    cfg, st = s.config, s.run_state
+    if st.halted:
+        raise CoordinatorError("Halted", f"run is {st.name}")
+    if st == RunState.WaitingForMembers:
+        if (len(s.pending) >= cfg.init_min_clients
+                and _timed_out(s, now, cfg.waiting_for_members_extra_time)):
+            _start_epoch(s, now)
+    elif st == RunState.Warmup:
+        if s.healthy_count() < cfg.min_clients:
+            _start_waiting_for_members(s, now)
+        elif _timed_out(s, now, cfg.warmup_time):
+            _start_round_train(s, now)
+    elif st == RunState.RoundTrain:
+        if _timed_out(s, now, cfg.max_round_train_time):
+            _change_state(s, now, RunState.RoundWitness)
+    elif st == RunState.RoundWitness:
+        if _timed_out(s, now, cfg.round_witness_time):
+            _end_round(s, now)
+    elif st == RunState.Cooldown:
+        if _timed_out(s, now, cfg.cooldown_time):
+            _end_epoch(s, now)
+
+
+def _key(value, name: str) -> bytes:
+    if not isinstance(value, (bytes, bytearray)) or len(value) != 32:
+        raise CoordinatorError("InvalidOperation", f"{name} must be 32 bytes")
+    return bytes(value)
+
+
+def join(s: CoordinatorState, now: int, signer: bytes, p2p_identity: bytes) -> None:
+    """Register for the next epoch. A client takes part in one epoch per join."""
+    signer, p2p_identity = _key(signer, "signer"), _key(p2p_identity, "p2p_identity")
+    if s.run_state == RunState.Finished:
+        raise CoordinatorError("RunFinished", "the run has finished")
+    if s.pending_index(signer) is not None:
+        raise CoordinatorError("AlreadyJoined", "already joined for the next epoch")
+    if len(s.pending) >= MAX_CLIENTS:
+        raise CoordinatorError("ClientsFull", f"{MAX_CLIENTS} clients are already waiting")
+    if len(s.pending) >= s.config.global_batch_size_end:
+        raise CoordinatorError("MoreClientsThanBatches",
+                               "more clients than sequences in a batch would leave some idle")
+    s.pending.append(Client(signer, p2p_identity))
+
+
+def withdraw(s: CoordinatorState, now: int, signer: bytes) -> None:
+    """Leave: drop out of the next epoch and, if healthy in this one, out of it too."""
+    signer = _key(signer, "signer")
+    if s.run_state == RunState.Finished:
+        raise CoordinatorError("RunFinished", "the run has finished")
+    found = False
+    p = s.pending_index(signer)
+    if p is not None:
+        del s.pending[p]
+        found = True
+    i = s.client_index(signer)
+    if i is not None and s.clients[i].state == ClientState.Healthy:
+        s.clients[i] = s.clients[i].with_state(ClientState.Withdrawn)
+        found = True
+    if not found:
+        raise CoordinatorError("InvalidWithdraw", "not a healthy client nor waiting to join")
+
+
+def _sender(s: CoordinatorState, signer, index) -> int:
+    signer = _key(signer, "signer")
+    if not isinstance(index, int) or not 0 <= index < len(s.clients):
+        raise CoordinatorError("InvalidClientIndex", f"no client at index {index!r}")
+    c = s.clients[index]
+    if c.signer != signer or c.state != ClientState.Healthy:
+        raise CoordinatorError("NotAClient", f"signer is not the healthy client at index {index}")
+    return index
+
+
+def _push_witness(rnd: Round, w: Witness) -> None:
+    if any(x.index == w.index for x in rnd.witnesses):
+        raise CoordinatorError("DuplicateWitness", f"client {w.index} already witnessed")
+    if len(rnd.witnesses) >= MAX_WITNESSES:
+        raise CoordinatorError("WitnessesFull", f"{MAX_WITNESSES} witnesses already")
+    rnd.witnesses.append(w)
+
+
+def warmup_witness(s: CoordinatorState, now: int, signer: bytes, index: int) -> None:
+    """A client says it has the model loaded; once all (up to 32) have, training starts."""
+    if s.run_state.halted:
+        raise CoordinatorError("Halted", f"run is {s.run_state.name}")
+    if s.run_state == RunState.RoundTrain and s.current_round.height == 0:
+        _sender(s, signer, index)
+        return  # a late warmup witness: training already started, nothing to do
+    if s.run_state != RunState.Warmup:
+        raise CoordinatorError("InvalidRunState", f"warmup witness during {s.run_state.name}")
+    _push_witness(s.current_round, Witness(_sender(s, signer, index)))
+    if len(s.current_round.witnesses) >= min(s.healthy_count(), MAX_WITNESSES):
+        _start_round_train(s, now)
+
+
+def witness(s: CoordinatorState, now: int, signer: bytes, index: int, step: int,
+            participant_bloom: bytes, broadcast_bloom: bytes, broadcast_merkle: bytes) -> None:
+    """An elected witness reports what it received: blooms of trainers and of commitments."""
+    if s.run_state.halted:
+        raise CoordinatorError("Halted", f"run is {s.run_state.name}")
+    if s.run_state not in (RunState.RoundTrain, RunState.RoundWitness):
+        raise CoordinatorError("InvalidRunState", f"witness during {s.run_state.name}")
+    if step != s.step:
+        raise CoordinatorError("InvalidRunState", f"witness for step {step!r}, current is {s.step}")
+    index = _sender(s, signer, index)
+    cur = s.current_round
+    committee = RoundCommittee(cur, s.config.witness_nodes, 0)
+    if not committee.is_witness(index):
+        raise CoordinatorError("NotAWitness", f"client {index} is not a witness of step {s.step}")
+    participant_bloom = check_bloom_bytes(participant_bloom)
+    broadcast_bloom = check_bloom_bytes(broadcast_bloom)
+    if not isinstance(broadcast_merkle, (bytes, bytearray)) or len(broadcast_merkle) != MERKLE_ROOT_LEN:
+        raise CoordinatorError("InvalidOperation", f"broadcast_merkle must be {MERKLE_ROOT_LEN} bytes")
+    _push_witness(cur, Witness(index, participant_bloom, broadcast_bloom, bytes(broadcast_merkle)))
+    if s.run_state == RunState.RoundTrain and len(cur.witnesses) >= committee.elected_witnesses:
+        # opportunistic witnessing: every elected witness has all results, no need to wait
+        _change_state(s, now, RunState.RoundWitness)
+
+
+def trainer_score(s: CoordinatorState, rnd: Round, signer: bytes) -> int:
+    """How many of a round's witnesses received a result from this signer."""
+    key = signer.hex()
+    return sum(1 for w in rnd.witnesses if bloom_contains(w.participant_bloom, key))
+
+
+def is_healthy(s: CoordinatorState, index: int) -> bool:
+    """Healthy unless the client had a batch two rounds back and the witnesses of the round
+    after (who received that round's results) fall short of a quorum in vouching for it."""
+    trained, witnessed = s.round_back(2), s.round_back(1)
+    if trained is None or not s.round_trains(trained):
+        return True
+    if index not in assign_batches(s.config, trained):
+        return True
+    elected = expected_witnesses(s.config.witness_nodes, len(witnessed.participant_indices()))
+    return trainer_score(s, witnessed, s.clients[index].signer) >= witness_quorum(elected)
+
+
+def health_check(s: CoordinatorState, now: int, signer: bytes, index: int, targets: list) -> None:
+    """A client names peers that did not deliver; if the witnesses agree, they are dropped."""
+    if s.run_state.halted:
+        raise CoordinatorError("Halted", f"run is {s.run_state.name}")
+    if s.run_state not in (RunState.RoundTrain, RunState.RoundWitness):
+        raise CoordinatorError("InvalidRunState", f"health check during {s.run_state.name}")
+    _sender(s, signer, index)
+    if s.round_back(2) is None:
+        raise CoordinatorError("InvalidHealthCheck", "no health checks before the third round")
+    if not isinstance(targets, list) or not 0 < len(targets) <= MAX_CLIENTS:
+        raise CoordinatorError("InvalidHealthCheck", f"name 1 to {MAX_CLIENTS} clients")
+    for t in targets:
+        if not isinstance(t, int) or not 0 <= t < len(s.clients):
+            raise CoordinatorError("InvalidClientIndex", f"no client at index {t!r}")
+        if is_healthy(s, t):
+            raise CoordinatorError("InvalidHealthCheck", f"client {t} is healthy")
+    dropped = set()
+    for t in targets:
+        if s.clients[t].state == ClientState.Healthy:
+            s.clients[t] = s.clients[t].with_state(ClientState.Dropped)
+            dropped.add(s.clients[t].signer)
+    s.pending = [c for c in s.pending if c.signer not in dropped]
+
+
+def _check_checkpoint(ck: Checkpoint) -> Checkpoint:
+    try:
+        ok = len(ck.repo.encode()) <= REPO_LEN and len(ck.revision.encode()) <= REPO_LEN
+        ok = ok and "\0" not in ck.repo + ck.revision and CheckpointKind(ck.kind) == ck.kind
+    except (AttributeError, ValueError):
+        ok = False
+    if not ok or (ck.kind != CheckpointKind.Dummy and not ck.repo):
+        raise CoordinatorError("InvalidCheckpoint", f"repo and revision are at most {REPO_LEN} bytes; "
+                               "Hub and P2P need a repo")
+    return ck
+
+
+def checkpoint(s: CoordinatorState, now: int, signer: bytes, index: int, repo: str,
+               revision: str = "") -> None:
+    """A checkpointer uploaded the model to `repo`: joiners can load it when no peer has it."""
+    if s.run_state.halted:
+        raise CoordinatorError("Halted", f"run is {s.run_state.name}")
+    index = _sender(s, signer, index)
+    committee = RoundCommittee(s.current_round, 0, 0, s.config.checkpointer_percent)
+    if not committee.is_checkpointer(index):
+        raise CoordinatorError("NotACheckpointer", f"client {index} is not an elected checkpointer")
+    if not isinstance(repo, str) or not repo or not isinstance(revision, str):
+        raise CoordinatorError("InvalidCheckpoint", "repo must be a non-empty string")
+    s.checkpoint = _check_checkpoint(Checkpoint(s.checkpoint.kind, repo, revision))
+
+
+def pause(s: CoordinatorState, now: int) -> None:
+    if s.run_state.halted:
+        raise CoordinatorError("Halted", f"run is {s.run_state.name}")
+    if s.run_state.active:
+        s.pending_pause = True  # finish the round, then cooldown, then pause
+    else:
+        _withdraw_all(s)
+        _change_state(s, now, RunState.Paused)
+
+
+def resume(s: CoordinatorState, now: int) -> None:
+    if s.run_state not in (RunState.Paused, RunState.Uninitialized):
+        raise CoordinatorError("CannotResume", f"run is {s.run_state.name}, not Paused")
+    _start_waiting_for_members(s, now)
+
+
+def update(s: CoordinatorState, now: int, config: RunConfig = None,
+           checkpoint: Checkpoint = None) -> None:
+    """The run authority changes the config or the model source while the run is halted."""
+    if s.run_state == RunState.Finished:
+        raise CoordinatorError("RunFinished", "a finished run cannot change")
+    if not s.run_state.halted:
+        raise CoordinatorError("UpdateNotHalted", "pause the run before updating it")
+    if config is not None:
+        if not isinstance(config, RunConfig):
+            raise CoordinatorError("InvalidOperation", "config must be a RunConfig")
+        s.config = config.validate()
+    if checkpoint is not None:
+        s.checkpoint = _check_checkpoint(checkpoint)
+
+
+OPERATIONS = {
+    "tick": tick,
+    "join": join,
+    "withdraw": withdraw,
+    "warmup_witness": warmup_witness,
+    "witness": witness,
+    "health_check": health_check,
+    "checkpoint": checkpoint,
+    "pause": pause,
+    "resume": resume,
+    "update": update,
+}

@@ -1,0 +1,158 @@
+"""Coordinator state: plain values that the operations in `coordinator.py` transform.
+
+Clients and witnesses are immutable; a Round and the state itself are cloned before an
+operation mutates them, so a rejected operation never touches the state it was given."""
+
+from dataclasses import dataclass, field, replace
+from enum import IntEnum
+
+from .bloom import EMPTY_BLOOM
+from .config import RunConfig
+from .constants import MERKLE_ROOT_LEN, NUM_STORED_ROUNDS
+
+
+class RunState(IntEnum):
+    Uninitialized = 0
+    WaitingForMembers = 1
+    Warmup = 2
+    RoundTrain = 3
+    RoundWitness = 4
+    Cooldown = 5
+    Finished = 6
+    Paused = 7
+
+    @property
+    def halted(self) -> bool:
+        return self in (RunState.Uninitialized, RunState.Finished, RunState.Paused)
+
+    @property
+    def active(self) -> bool:
+        return self in (RunState.RoundTrain, RunState.RoundWitness, RunState.Cooldown)
+
+
+class ClientState(IntEnum):
+    Healthy = 0
+    Dropped = 1  # removed by a health check
+    Withdrawn = 2  # left (disconnect, pause, or an epoch without witnesses)
+
+
+class CheckpointKind(IntEnum):
+    Dummy = 0  # no source: the model is initialized from the run seed
+    Hub = 1  # load from the checkpoint repo
+    P2P = 2  # load from the peers that trained the last epoch
+
+
+class Committee(IntEnum):
+    Trainer = 0
+    Verifier = 1
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    kind: CheckpointKind = CheckpointKind.Dummy
+    repo: str = ""
+    revision: str = ""
+
+
+@dataclass(frozen=True)
+class Client:
+    signer: bytes  # 32-byte ed25519 public key that signs this client's operations
+    p2p_identity: bytes  # 32-byte key of its peer-to-peer endpoint
+    state: ClientState = ClientState.Healthy
+
+    def with_state(self, state: ClientState) -> "Client":
+        return replace(self, state=state)
+
+
+@dataclass(frozen=True)
+class Witness:
+    index: int  # the witness's index in `clients`
+    participant_bloom: bytes = EMPTY_BLOOM  # signers whose results it received and verified
+    broadcast_bloom: bytes = EMPTY_BLOOM  # commitments of those results
+    broadcast_merkle: bytes = bytes(MERKLE_ROOT_LEN)
+
+
+@dataclass
+class Round:
+    height: int = 0  # rounds since the epoch started
+    data_index: int = 0  # first sequence of this round's batch
+    random_seed: int = 0
+    participants: int = 0  # bitmask over `clients` indices: who takes part in this round
+    witnesses: list = field(default_factory=list)
+
+    def clone(self) -> "Round":
+        return replace(self, witnesses=list(self.witnesses))
+
+    def participant_indices(self) -> list:
+        bits, out, i = self.participants, [], 0
+        while bits:
+            if bits & 1:
+                out.append(i)
+            bits >>= 1
+            i += 1
+        return out
+
+
+@dataclass
+class CoordinatorState:
+    run_id: str
+    config: RunConfig
+    run_seed: int = 0
+    run_state: RunState = RunState.Uninitialized
+    run_state_start: int = 0  # unix seconds when run_state was entered
+    epoch: int = 0
+    step: int = 1  # the step the current (or next) round trains; step 1 is the first
+    epoch_start_data_index: int = 0
+    epoch_start_timestamp: int = 0
+    start_step: int = 0  # step of the epoch's first round
+    last_step: int = 0  # 0 until the epoch starts draining; then the step that ends it
+    rounds_head: int = 0
+    first_round: bool = True
+    pending_pause: bool = False
+    checkpoint: Checkpoint = field(default_factory=Checkpoint)
+    clients: list = field(default_factory=list)  # this epoch's clients; indices are stable
+    pending: list = field(default_factory=list)  # joined for the next epoch
+    rounds: list = field(default_factory=lambda: [Round() for _ in range(NUM_STORED_ROUNDS)])
+
+    def clone(self) -> "CoordinatorState":
+        return replace(self, clients=list(self.clients), pending=list(self.pending),
+                       rounds=[r.clone() for r in self.rounds])
+
+    @property
+    def current_round(self) -> Round:
+        return self.rounds[self.rounds_head]
+
+    def round_back(self, k: int):
+        """The round k rounds before the current one in this epoch, or None."""
+        if self.current_round.height < k:
+            return None
+        return self.rounds[(self.rounds_head - k) % NUM_STORED_ROUNDS]
+
+    def round_step(self, rnd: Round) -> int:
+        return self.start_step + rnd.height
+
+    def round_trains(self, rnd: Round) -> bool:
+        """Whether trainers train in this round: not in the two drain rounds that end an epoch."""
+        return self.last_step == 0 or self.round_step(rnd) < self.last_step - 2
+
+    def client_index(self, signer: bytes):
+        for i, c in enumerate(self.clients):
+            if c.signer == signer:
+                return i
+        return None
+
+    def pending_index(self, signer: bytes):
+        for i, c in enumerate(self.pending):
+            if c.signer == signer:
+                return i
+        return None
+
+    def healthy_count(self) -> int:
+        return sum(1 for c in self.clients if c.state == ClientState.Healthy)
+
+    def healthy_mask(self) -> int:
+        mask = 0
+        for i, c in enumerate(self.clients):
+            if c.state == ClientState.Healthy:
+                mask |= 1 << i
+        return mask
