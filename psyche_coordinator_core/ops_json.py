@@ -1,0 +1,90 @@
+"""Operations as JSON: bytes as lowercase hex, config and checkpoint as objects.
+
+One encoding serves the conformance vectors (which the Rust program replays) and the
+centralized server's wire messages, so both speak the same operations."""
+
+from .config import RunConfig
+from .errors import CoordinatorError
+from .state import Checkpoint, CheckpointKind
+
+BYTES_ARGS = {"signer", "p2p_identity", "participant_bloom", "broadcast_bloom", "broadcast_merkle"}
+ARGS = {
+    "tick": set(),
+    "join": {"signer", "p2p_identity"},
+    "withdraw": {"signer"},
+    "warmup_witness": {"signer", "index"},
+    "witness": {"signer", "index", "step", "participant_bloom", "broadcast_bloom",
+                "broadcast_merkle"},
+    "health_check": {"signer", "index", "targets"},
+    "checkpoint": {"signer", "index", "repo", "revision"},
+    "pause": set(),
+    "resume": set(),
+    "update": {"config", "checkpoint"},
+}
+OPTIONAL = {("checkpoint", "revision"), ("update", "config"), ("update", "checkpoint")}
+
+
+def checkpoint_to_json(ck: Checkpoint) -> dict:
+    return {"kind": CheckpointKind(ck.kind).name, "repo": ck.repo, "revision": ck.revision}
+
+
+def checkpoint_from_json(d) -> Checkpoint:
+    if not isinstance(d, dict) or d.get("kind") not in CheckpointKind.__members__:
+        raise CoordinatorError("InvalidCheckpoint",
+                               f"checkpoint.kind must be one of {list(CheckpointKind.__members__)}")
+    return Checkpoint(CheckpointKind[d["kind"]], d.get("repo", ""), d.get("revision", ""))
+
+
+def encode_args(op: str, args: dict) -> dict:
+    out = {}
+    for k, v in args.items():
+        if k in BYTES_ARGS:
+            out[k] = bytes(v).hex()
+        elif k == "config":
+            out[k] = v.to_dict()
+        elif k == "checkpoint":
+            out[k] = checkpoint_to_json(v)
+        else:
+            out[k] = v
+    return out
+
+
+def decode_args(op: str, args) -> dict:
+    """Typed arguments for `coordinator.apply`; a CoordinatorError names what is wrong."""
+    if op not in ARGS:
+        raise CoordinatorError("InvalidOperation", f"unknown operation {op!r}")
+    if not isinstance(args, dict):
+        raise CoordinatorError("InvalidOperation", "args must be an object")
+    unknown = set(args) - ARGS[op]
+    missing = {k for k in ARGS[op] - set(args) if (op, k) not in OPTIONAL}
+    if unknown or missing:
+        raise CoordinatorError("InvalidOperation",
+                               f"{op}: unknown args {sorted(unknown)}, missing {sorted(missing)}")
+    out = {}
+    for k, v in args.items():
+        if k in BYTES_ARGS:
+            try:
+                if not isinstance(v, str) or v != v.lower():
+                    raise ValueError
+                out[k] = bytes.fromhex(v)
+            except ValueError:
+                raise CoordinatorError("InvalidOperation", f"{k} must be lowercase hex") from None
+        elif k == "config":
+            if not isinstance(v, dict):
+                raise CoordinatorError("InvalidOperation", "config must be an object")
+            out[k] = RunConfig.from_dict(v)
+        elif k == "checkpoint":
+            out[k] = checkpoint_from_json(v)
+        elif k == "targets":
+            if not isinstance(v, list) or not all(type(t) is int for t in v):
+                raise CoordinatorError("InvalidOperation", "targets must be a list of integers")
+            out[k] = list(v)
+        elif k in ("repo", "revision"):
+            if not isinstance(v, str):
+                raise CoordinatorError("InvalidOperation", f"{k} must be a string")
+            out[k] = v
+        else:  # index, step
+            if type(v) is not int:
+                raise CoordinatorError("InvalidOperation", f"{k} must be an integer")
+            out[k] = v
+    return out
