@@ -7,7 +7,8 @@ from .bloom import WitnessBloom, bloom_contains, bloom_of
 from .canonical import STATE_SIZE, LayoutError, from_bytes, state_hash, to_bytes
 from .committee import RoundCommittee, expected_witnesses, witness_quorum
 from .config import RunConfig
-from .coordinator import OPERATIONS, apply, is_healthy, new_run, round_seed, trainer_score
+from .coordinator import (OPERATIONS, apply, is_healthy, new_run, round_seed, tick_deadline,
+                          trainer_score)
 from .errors import ConfigError, CoordinatorError
 from .state import (Checkpoint, CheckpointKind, Client, ClientState, Committee, CoordinatorState,
                     Round, RunState, Witness)
@@ -18,5 +19,5 @@ __all__ = [
     "RunConfig", "RunState", "STATE_SIZE", "Witness", "WitnessBloom", "apply", "assign_batches",
     "assign_verifications", "batch_size", "bloom_contains", "bloom_of", "expected_witnesses",
     "from_bytes", "is_healthy", "new_run", "round_batch_size", "round_seed", "state_hash",
-    "to_bytes", "trainer_score", "witness_quorum",
+    "tick_deadline", "to_bytes", "trainer_score", "witness_quorum",
 ]

@@ -367,3 +367,26 @@ OPERATIONS = {
     "resume": resume,
     "update": update,
 }
+
+
+def tick_deadline(s: CoordinatorState):
+    """The earliest time at which `tick` could change the state, or None if only another
+    operation can (halted, or waiting for more joins). Clients and servers tick when it is due."""
+    cfg, st = s.config, s.run_state
+    durations = {
+        RunState.Warmup: cfg.warmup_time,
+        RunState.RoundTrain: cfg.max_round_train_time,
+        RunState.RoundWitness: cfg.round_witness_time,
+        RunState.Cooldown: cfg.cooldown_time,
+    }
+    if st == RunState.WaitingForMembers:
+        if len(s.pending) < cfg.init_min_clients:
+            return None
+        duration = cfg.waiting_for_members_extra_time
+    elif st in durations:
+        if st == RunState.Warmup and s.healthy_count() < cfg.min_clients:
+            return s.run_state_start
+        duration = durations[st]
+    else:
+        return None
+    return s.run_state_start + max(duration, 1)

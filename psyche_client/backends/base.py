@@ -1,0 +1,24 @@
+"""What a client needs from a coordinator backend, whatever it runs on (server or chain)."""
+
+from typing import Protocol
+
+
+class BackendError(Exception):
+    """The backend could not be reached or answered nonsense; the operation may be retried."""
+
+
+class Backend(Protocol):
+    async def connect(self) -> None:
+        """Connect and authenticate; raises BackendError."""
+
+    async def next_state(self):
+        """Wait for and return the newest coordinator state not yet returned."""
+
+    async def send(self, op: str, args: dict) -> None:
+        """Submit an operation. Raises CoordinatorError when the coordinator rejects it, or
+        BackendError when it could not be delivered."""
+
+    def peers(self) -> dict:
+        """p2p identity hex -> address of the run's other clients, where the backend knows."""
+
+    async def close(self) -> None: ...

@@ -1,0 +1,111 @@
+"""psyche-centralized-server: host a run's coordinator for clients to join over websockets."""
+
+import asyncio
+import collections
+import time
+
+import click
+
+from psyche_coordinator_core import LayoutError, apply
+
+from ..server.coordinator_server import CoordinatorServer
+from ..server.persistence import StateStore
+from ..server.state_file import StateFileError, load_data_file, load_state_file
+from .common import fail, make_logger, tui_enabled
+from .tui import redraw, render
+
+
+@click.group(help="Host the coordinator of a training run (the centralized backend).")
+def main():
+    pass
+
+
+@main.command("validate-config", help="Check that state.toml (and data.toml) are valid.")
+@click.option("--state", "state_path", required=True, type=click.Path(dir_okay=False),
+              help="Path to the state.toml of the run.")
+@click.option("--data-config", type=click.Path(dir_okay=False), default=None,
+              help="Path to data.toml for the TCP data server; not checked if omitted.")
+def validate_config(state_path, data_config):
+    try:
+        st = load_state_file(state_path)
+        if data_config:
+            load_data_file(data_config)
+    except StateFileError as e:
+        fail(str(e))
+    click.echo(f"ok: run {st.run_id!r}, {st.config.total_steps} steps, "
+               f"{st.config.init_min_clients} clients to start")
+
+
+@main.command(help="Start the server and coordinate the run declared in state.toml.")
+@click.option("--state", "state_path", required=True, type=click.Path(dir_okay=False),
+              help="Path to TOML of the coordinator state.")
+@click.option("-s", "--server-port", type=int, default=0, show_default=True,
+              help="Port clients connect to; 0 picks a free one (printed at start).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--tui", type=bool, default=True, show_default=True,
+              help="Full-screen status view (only when stdout is a terminal).")
+@click.option("--data-config", type=click.Path(dir_okay=False), default=None,
+              help="Path to TOML of the data server config.")
+@click.option("--save-state-dir", type=click.Path(file_okay=False), default=None,
+              help="Persist the coordinator state here; a restarted server resumes from it.")
+@click.option("--init-warmup-time", type=int, default=None,
+              help="Override warmup_time of the state file (fresh runs only).")
+@click.option("--init-min-clients", type=int, default=None,
+              help="Override init_min_clients of the state file (fresh runs only).")
+@click.option("--withdraw-on-disconnect", type=bool, default=True, show_default=True,
+              help="Withdraw a client from the run as soon as its connection drops.")
+@click.option("--tick-interval", type=float, default=0.5, show_default=True,
+              help="Seconds between the server's own ticks.")
+def run(state_path, server_port, host, tui, data_config, save_state_dir, init_warmup_time,
+        init_min_clients, withdraw_on_disconnect, tick_interval):
+    tui = tui_enabled(tui)
+    recent = collections.deque(maxlen=50)
+    plain = make_logger()
+
+    def log(line):
+        if tui:
+            recent.append(line)
+        else:
+            plain(line)
+
+    try:
+        initial = load_state_file(state_path, init_min_clients, init_warmup_time)
+        if data_config:
+            load_data_file(data_config)
+    except StateFileError as e:
+        fail(str(e))
+    store = StateStore(save_state_dir) if save_state_dir else None
+    state = None
+    if store is not None:
+        try:
+            state = store.load()
+        except LayoutError as e:
+            fail(str(e))
+        if state is not None and state.run_id != initial.run_id:
+            fail(f"{store.path} holds run {state.run_id!r} but {state_path} declares "
+                 f"{initial.run_id!r}; use another --save-state-dir")
+        if state is not None:
+            log(f"resuming run {state.run_id!r} from {store.path}: {state.run_state.name}, "
+                f"epoch {state.epoch}, step {state.step}, {len(state.clients)} clients")
+    if state is None:
+        state = apply(initial, int(time.time()), "resume")
+    server = CoordinatorServer(state, store, withdraw_on_disconnect, tick_interval, log=log)
+
+    async def main_loop():
+        task = asyncio.ensure_future(server.run(host, server_port))
+        if tui:
+            while not task.done():
+                redraw(render(server.state, list(recent)))
+                await asyncio.sleep(1)
+        await task
+
+    try:
+        asyncio.run(main_loop())
+    except KeyboardInterrupt:
+        pass
+    except OSError as e:
+        fail(f"cannot listen on {host}:{server_port}: {e}")
+
+
+if __name__ == "__main__":
+    main()

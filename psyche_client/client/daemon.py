@@ -1,0 +1,120 @@
+"""The client daemon: the imperative shell around ClientStateMachine.
+
+It feeds the machine coordinator states from the backend, verified results from peers, finished
+training and the time, and carries out the actions the machine returns."""
+
+import asyncio
+import random
+import time
+
+from psyche_coordinator_core import CoordinatorError, RoundCommittee, RunState
+
+from ..backends.base import BackendError
+from ..p2p.mesh import PeerMesh
+from .results import TrainingResult
+from .state_machine import ClientStateMachine
+
+TIMER_INTERVAL = 0.5
+
+
+class ClientDaemon:
+    def __init__(self, identity, backend, mesh: PeerMesh, trainer, log=print,
+                 clock=time.time, exit_when_finished=True):
+        self.identity, self.backend, self.mesh, self.trainer = identity, backend, mesh, trainer
+        self.log, self.clock = log, clock
+        self.exit_when_finished = exit_when_finished
+        self.sm = ClientStateMachine(identity.public, identity.public,
+                                     tick_jitter=random.uniform(0.2, 2.0))
+        self.mesh.on_message = self._on_peer_message
+        self._tasks = set()
+        self._last_phase = None
+
+    def _spawn(self, coro):
+        t = asyncio.ensure_future(coro)
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)
+
+    def _run(self, actions) -> None:
+        for act in actions:
+            kind = act[0]
+            if kind == "send":
+                self._spawn(self._send(act[1], act[2]))
+            elif kind == "prepare":
+                self._spawn(self._prepare(act[1]))
+            elif kind == "train":
+                self._spawn(self._train(act[1], act[2]))
+            elif kind == "publish":
+                self._spawn(self.mesh.broadcast(act[1].to_json()))
+            elif kind == "log":
+                self.log(act[1])
+
+    async def _send(self, op, args):
+        try:
+            await self.backend.send(op, args)
+            self._run(self.sm.op_finished(op))
+            if op in ("warmup_witness", "witness", "health_check", "join"):
+                self.log(f"sent {op}" + (f" for step {args['step']}" if op == "witness" else ""))
+        except CoordinatorError as e:
+            if not (op == "tick" or e.code in ("AlreadyJoined",)):
+                self.log(f"{op} rejected: {e.code}: {e.detail}")
+            self._run(self.sm.op_finished(op, e.code))
+        except BackendError as e:
+            self.log(f"{op} not delivered: {e}")
+            self._run(self.sm.op_finished(op, "Unreachable"))
+
+    async def _prepare(self, epoch):
+        await self.trainer.prepare(epoch, self.sm.state)
+        self.log(f"model ready for epoch {epoch}")
+        self._run(self.sm.model_ready(epoch))
+
+    async def _train(self, step, batch):
+        payload = await self.trainer.train(step, batch, self.sm.state)
+        result = TrainingResult.create(self.identity, step, batch, payload)
+        self.log(f"trained step {step} {batch}")
+        self._run(self.sm.trained(step, result))
+
+    def _on_peer_message(self, msg):
+        if msg.get("type") != "result":
+            return
+        try:
+            result = TrainingResult.from_json(msg)
+        except ValueError as e:
+            self.log(f"dropped a peer message: {e}")
+            return
+        self._run(self.sm.on_result(result))
+
+    async def _timer(self):
+        while True:
+            await asyncio.sleep(TIMER_INTERVAL)
+            self.mesh.set_peers(self.backend.peers())
+            self._run(self.sm.on_timer(self.clock()))
+
+    def _note_phase(self, st):
+        phase = (st.run_state, st.epoch, st.step)
+        if phase != self._last_phase:
+            self._last_phase = phase
+            me = self.sm.my_index()
+            role = ""
+            if me is not None and st.run_state == RunState.RoundTrain:
+                if RoundCommittee(st.current_round, st.config.witness_nodes, 0).is_witness(me):
+                    role = " (witness)"
+            self.log(f"coordinator: {st.run_state.name} epoch {st.epoch} step {st.step}{role}")
+
+    async def run(self) -> int:
+        await self.backend.connect()
+        timer = asyncio.ensure_future(self._timer())
+        try:
+            while True:
+                st = await self.backend.next_state()
+                self.mesh.set_peers(self.backend.peers())
+                self._note_phase(st)
+                self._run(self.sm.on_state(st, self.clock()))
+                if st.run_state == RunState.Finished and self.exit_when_finished:
+                    self.log("run finished")
+                    return 0
+        finally:
+            timer.cancel()
+            for t in list(self._tasks):
+                t.cancel()
+            await self.backend.close()
+            await self.mesh.close()

@@ -1,0 +1,219 @@
+"""The client as a state machine fed by coordinator states.
+
+It never reads a clock or does I/O: the daemon feeds it coordinator states, verified peer
+results, finished training and the time, and carries out the actions it returns:
+  ("send", op, args)        an operation to the coordinator
+  ("prepare", epoch)        load the model for this epoch, then call model_ready(epoch)
+  ("train", step, batch)    train the batch, then call trained(step, batch, payload)
+  ("publish", result)       send a TrainingResult to every peer
+  ("log", text)             something worth telling the operator
+Its duties per phase: join for the next epoch; in Warmup load the model and send a warmup
+witness; in RoundTrain train its batch and publish the result; as an elected witness send the
+opportunistic witness once every result it waits for has arrived (or in RoundWitness, with what
+it has); as a witness of the last round, send health checks naming trainers that did not deliver;
+tick when a timeout is due."""
+
+from psyche_coordinator_core import (ClientState, RoundCommittee, RunState, assign_batches,
+                                     bloom_of, is_healthy, tick_deadline)
+
+from .results import TrainingResult, merkle_root
+
+
+class ClientStateMachine:
+    def __init__(self, signer: bytes, p2p_identity: bytes, tick_jitter: float = 0.0):
+        self.signer, self.p2p_identity = signer, p2p_identity
+        self.tick_jitter = tick_jitter  # spread ticks so clients do not all send at once
+        self.state = None
+        self.assignments = {}  # step -> {client_index: BatchId} (trainers of that round)
+        self.results = {}  # step -> {BatchId: TrainingResult}, first verified per batch
+        self.early = {}  # step -> [TrainingResult] received before we saw that round
+        self.join_in_flight = False
+        self.prepared = set()  # epochs whose model is ready
+        self.preparing = set()
+        self.warmup_sent = set()
+        self.training = set()  # steps being trained or trained
+        self.trained_steps = set()
+        self.witness_sent = set()
+        self.health_sent = set()
+        self.last_tick_for = None
+        self.rejected = {}  # trainer hex -> count of bad results
+
+    # ---------------------------------------------------------------- helpers
+    def my_index(self):
+        if self.state is None:
+            return None
+        i = self.state.client_index(self.signer)
+        if i is None or self.state.clients[i].state != ClientState.Healthy:
+            return None
+        return i
+
+    def _remember_round(self, st) -> None:
+        for k in range(len(st.rounds)):
+            rnd = st.round_back(k)
+            if rnd is None:
+                break
+            step = st.round_step(rnd)
+            if step not in self.assignments and rnd.participants:
+                self.assignments[step] = assign_batches(st.config, rnd) if st.round_trains(rnd) else {}
+                for r in self.early.pop(step, []):
+                    self._accept(r)
+        # forget what no round in the ring can refer to any more
+        oldest = st.step - len(st.rounds) - 1
+        for d in (self.assignments, self.results, self.early):
+            for s in [s for s in d if s < oldest]:
+                del d[s]
+
+    def _accept(self, r: TrainingResult) -> list:
+        assigned = self.assignments.get(r.step)
+        if assigned is None:
+            self.early.setdefault(r.step, []).append(r)
+            return []
+        owner = next((i for i, b in assigned.items() if b == r.batch), None)
+        if owner is None or self.state.clients[owner].signer != r.trainer:
+            return self._reject(r, "not the assigned trainer of that batch")
+        self.results.setdefault(r.step, {}).setdefault(r.batch, r)
+        return []
+
+    def _reject(self, r, why) -> list:
+        key = r.trainer.hex()
+        self.rejected[key] = self.rejected.get(key, 0) + 1
+        return [("log", f"dropped result for step {r.step} {r.batch} from {key[:8]}: {why}")]
+
+    def _have_all(self, step: int, only_healthy: bool) -> bool:
+        assigned = self.assignments.get(step)
+        if assigned is None:
+            return False
+        got = self.results.get(step, {})
+        for idx, batch in assigned.items():
+            if batch in got:
+                continue
+            if only_healthy and self.state.clients[idx].state != ClientState.Healthy:
+                continue  # it left: nobody will deliver this batch, do not wait for it
+            return False
+        return True
+
+    # ---------------------------------------------------------------- inputs
+    def on_state(self, st, now: float) -> list:
+        self.state = st
+        self._remember_round(st)
+        acts = []
+        acts += self._join()
+        me = self.my_index()
+        if me is not None and st.run_state == RunState.Warmup:
+            if st.epoch not in self.prepared and st.epoch not in self.preparing:
+                self.preparing.add(st.epoch)
+                acts.append(("prepare", st.epoch))
+            acts += self._warmup_witness()
+        if me is not None and st.run_state == RunState.RoundTrain:
+            acts += self._train(me)
+            acts += self._health_checks(me)
+        acts += self._witness()
+        acts += self._tick(now)
+        return acts
+
+    def model_ready(self, epoch: int) -> list:
+        self.preparing.discard(epoch)
+        self.prepared.add(epoch)
+        return self._warmup_witness()
+
+    def trained(self, step: int, result: TrainingResult) -> list:
+        self.trained_steps.add(step)
+        self.results.setdefault(step, {}).setdefault(result.batch, result)
+        return [("publish", result)] + self._witness()
+
+    def on_result(self, r: TrainingResult) -> list:
+        why = r.check()
+        if why:
+            return self._reject(r, why)
+        return self._accept(r) + self._witness()
+
+    def op_finished(self, op: str, code: str = None) -> list:
+        """The coordinator answered `op` (code None: accepted). The next state or timer
+        re-checks whether to join again, so an answer racing a new state loses nothing."""
+        if op == "join":
+            self.join_in_flight = False
+        return []
+
+    def on_timer(self, now: float) -> list:
+        return self._join() + self._tick(now)
+
+    # ---------------------------------------------------------------- duties
+    def _join(self) -> list:
+        """Join for the next epoch whenever this client is not yet registered for it."""
+        st = self.state
+        if (st is None or st.run_state == RunState.Finished or self.join_in_flight
+                or st.pending_index(self.signer) is not None):
+            return []
+        self.join_in_flight = True
+        return [("send", "join", {"signer": self.signer, "p2p_identity": self.p2p_identity})]
+
+    def _tick(self, now: float) -> list:
+        st = self.state
+        if st is None:
+            return []
+        due = tick_deadline(st)
+        key = (st.run_state, st.run_state_start, st.step, len(st.pending))
+        if due is not None and now >= due + self.tick_jitter and self.last_tick_for != key:
+            self.last_tick_for = key
+            return [("send", "tick", {})]
+        return []
+
+    def _warmup_witness(self) -> list:
+        st, me = self.state, self.my_index()
+        if (me is None or st.run_state != RunState.Warmup or st.epoch not in self.prepared
+                or st.epoch in self.warmup_sent):
+            return []
+        self.warmup_sent.add(st.epoch)
+        return [("send", "warmup_witness", {"signer": self.signer, "index": me})]
+
+    def _train(self, me: int) -> list:
+        st = self.state
+        step = st.step
+        batch = self.assignments.get(step, {}).get(me)
+        if batch is None or step in self.training:
+            return []
+        self.training.add(step)
+        return [("train", step, batch)]
+
+    def _health_checks(self, me: int) -> list:
+        st = self.state
+        step, witnessed = st.step, st.round_back(1)
+        if step in self.health_sent or st.round_back(2) is None:
+            return []
+        self.health_sent.add(step)
+        if not RoundCommittee(witnessed, st.config.witness_nodes, 0).is_witness(me):
+            return []
+        targets = [i for i, c in enumerate(st.clients)
+                   if c.state == ClientState.Healthy and not is_healthy(st, i)]
+        if not targets:
+            return []
+        names = ", ".join(st.clients[i].signer.hex()[:8] for i in targets)
+        return [("log", f"health check: {names} delivered no result for step {step - 2}"),
+                ("send", "health_check", {"signer": self.signer, "index": me, "targets": targets})]
+
+    def _witness(self) -> list:
+        st = self.state
+        if st is None or st.run_state not in (RunState.RoundTrain, RunState.RoundWitness):
+            return []
+        me, step = self.my_index(), st.step
+        if me is None or step in self.witness_sent:
+            return []
+        if not RoundCommittee(st.current_round, st.config.witness_nodes, 0).is_witness(me):
+            return []
+        if st.run_state == RunState.RoundTrain:
+            mine = self.assignments.get(step, {}).get(me)
+            if mine is not None and step not in self.trained_steps:
+                return []
+            if st.round_back(1) is not None and not self._have_all(step - 1, only_healthy=True):
+                return []
+            if not self._have_all(step, only_healthy=True):
+                return []  # every trainer of this round must be done before the round ends
+        self.witness_sent.add(step)
+        got = sorted(self.results.get(step - 1, {}).values(), key=lambda r: r.batch)
+        if st.round_back(1) is None:
+            got = []  # the first round of an epoch attests nothing
+        return [("send", "witness", {
+            "signer": self.signer, "index": me, "step": step,
+            "participant_bloom": bloom_of(r.trainer.hex() for r in got),
+            "broadcast_bloom": bloom_of(r.commitment.hex() for r in got),
+            "broadcast_merkle": merkle_root([r.commitment for r in got])})]

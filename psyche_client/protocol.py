@@ -1,0 +1,27 @@
+"""The centralized server's wire protocol (websockets).
+
+Text frames are JSON objects with a "type"; binary frames carry the coordinator state as its
+canonical bytes (compressed by permessage-deflate, so mostly-empty states are small).
+
+  server -> client  {"type": "challenge", "nonce": hex32}
+  client -> server  {"type": "hello", "run_id": str, "signer": hex32, "p2p_identity": hex32,
+                     "p2p_addr": "ws://host:port" | null, "signature": hex64}
+                    signature = ed25519 over HELLO_DOMAIN + nonce + run_id, by `signer`;
+                    or {"type": "hello", "run_id": str, "observer": true} to only watch.
+  server -> client  binary state after the hello and after every change;
+                    {"type": "peers", "peers": {p2p_identity_hex: addr}} when peers change
+  client -> server  {"type": "op", "id": int, "op": name, "args": {ops_json args}}
+  server -> client  {"type": "ok", "id": int} | {"type": "error", "id": int|null, "code": str,
+                     "message": str}
+"""
+
+HELLO_DOMAIN = b"psyche-centralized-hello"
+MAX_MESSAGE_BYTES = 1 << 20  # larger frames close the connection with code 1009
+CLOSE_WRONG_RUN = 4001
+CLOSE_BAD_HELLO = 4002
+CLOSE_TOO_MANY_ERRORS = 4003
+MAX_ERRORS_PER_CONNECTION = 20
+
+
+def hello_message(nonce: bytes, run_id: str) -> bytes:
+    return HELLO_DOMAIN + nonce + run_id.encode()

@@ -1,0 +1,224 @@
+"""The centralized backend: owns the coordinator core, ticks it on a timer, applies clients'
+operations, persists every accepted change, and broadcasts each new state."""
+
+import asyncio
+import json
+import os
+import time
+
+import websockets
+from websockets.asyncio.server import serve
+
+from psyche_coordinator_core import CoordinatorError, RunState, apply, to_bytes
+from psyche_coordinator_core.ops_json import ARGS, decode_args
+
+from ..identity import verify
+from ..protocol import (CLOSE_BAD_HELLO, CLOSE_TOO_MANY_ERRORS, CLOSE_WRONG_RUN,
+                        MAX_ERRORS_PER_CONNECTION, MAX_MESSAGE_BYTES, hello_message)
+from .transitions import describe_changes
+
+CLIENT_OPS = {"join", "withdraw", "warmup_witness", "witness", "health_check", "checkpoint", "tick"}
+HELLO_TIMEOUT = 10
+
+
+class Connection:
+    def __init__(self, ws, signer=None, p2p_identity=None, p2p_addr=None):
+        self.ws, self.signer, self.p2p_identity, self.p2p_addr = ws, signer, p2p_identity, p2p_addr
+        self.errors = 0
+        self.replaced = False
+
+
+class CoordinatorServer:
+    def __init__(self, state, store=None, withdraw_on_disconnect=True, tick_interval=0.5,
+                 clock=time.time, log=print):
+        self.state = state
+        self.state_bytes = to_bytes(state)
+        self.store = store
+        self.withdraw_on_disconnect = withdraw_on_disconnect
+        self.tick_interval = tick_interval
+        self.clock = clock
+        self.log = log
+        self.connections = {}  # ws -> Connection (observers have signer None)
+        self.finished = asyncio.Event()
+
+    # ---------------------------------------------------------------- state changes
+    def now(self) -> int:
+        return int(self.clock())
+
+    def _commit(self, new_state) -> bool:
+        """Persist, then publish. Returns whether anything changed."""
+        new_bytes = to_bytes(new_state)
+        if new_bytes == self.state_bytes:
+            return False
+        if self.store is not None:
+            self.store.save(new_state)  # durable before anyone is told
+        old, self.state, self.state_bytes = self.state, new_state, new_bytes
+        for line in describe_changes(old, new_state):
+            self.log(line)
+        if new_state.run_state == RunState.Finished:
+            self.finished.set()
+        self._broadcast(new_bytes)
+        return True
+
+    def apply_op(self, op: str, args: dict):
+        """Apply an operation then tick (so a join can start an epoch at once), and commit."""
+        now = self.now()
+        nxt = apply(self.state, now, op, **args)
+        try:
+            nxt = apply(nxt, now, "tick")
+        except CoordinatorError:
+            pass  # halted: the operation itself still stands
+        self._commit(nxt)
+
+    def tick(self) -> None:
+        try:
+            self._commit(apply(self.state, self.now(), "tick"))
+        except CoordinatorError:
+            pass  # halted runs do not tick
+
+    def _broadcast(self, payload) -> None:
+        for conn in list(self.connections.values()):
+            asyncio.ensure_future(self._send(conn.ws, payload))
+
+    async def _send(self, ws, payload) -> None:
+        try:
+            await ws.send(payload)
+        except websockets.ConnectionClosed:
+            pass
+
+    def _peers_message(self) -> str:
+        peers = {c.p2p_identity.hex(): c.p2p_addr for c in self.connections.values()
+                 if c.signer is not None and c.p2p_addr}
+        return json.dumps({"type": "peers", "peers": peers})
+
+    # ---------------------------------------------------------------- connections
+    async def _error(self, conn_or_ws, code, message, op_id=None):
+        ws = getattr(conn_or_ws, "ws", conn_or_ws)
+        await self._send(ws, json.dumps({"type": "error", "id": op_id, "code": code,
+                                         "message": message}))
+
+    async def _hello(self, ws):
+        nonce = os.urandom(32)
+        await ws.send(json.dumps({"type": "challenge", "nonce": nonce.hex()}))
+        try:
+            raw = await asyncio.wait_for(ws.recv(), HELLO_TIMEOUT)
+            msg = json.loads(raw)
+            if not isinstance(msg, dict) or msg.get("type") != "hello":
+                raise ValueError("the first message must be a hello")
+        except asyncio.TimeoutError:
+            await self._error(ws, "BadHello", f"no hello within {HELLO_TIMEOUT} s")
+            await ws.close(CLOSE_BAD_HELLO, "no hello")
+            return None
+        except (ValueError, TypeError) as e:
+            await self._error(ws, "Malformed", f"bad hello: {e}")
+            await ws.close(CLOSE_BAD_HELLO, "bad hello")
+            return None
+        if msg.get("run_id") != self.state.run_id:
+            await self._error(ws, "WrongRunId",
+                              f"this server coordinates run {self.state.run_id!r}, "
+                              f"not {msg.get('run_id')!r}")
+            await ws.close(CLOSE_WRONG_RUN, "wrong run id")
+            return None
+        if msg.get("observer") is True:
+            return Connection(ws)
+        try:
+            signer = bytes.fromhex(msg["signer"])
+            p2p = bytes.fromhex(msg["p2p_identity"])
+            signature = bytes.fromhex(msg["signature"])
+            addr = msg.get("p2p_addr")
+            if len(signer) != 32 or len(p2p) != 32 or not (addr is None or isinstance(addr, str)):
+                raise ValueError
+        except (KeyError, ValueError, TypeError):
+            await self._error(ws, "BadHello", "hello needs signer, p2p_identity (32-byte hex), "
+                              "signature (hex) and p2p_addr (string or null)")
+            await ws.close(CLOSE_BAD_HELLO, "bad hello")
+            return None
+        if not verify(signer, hello_message(nonce, self.state.run_id), signature):
+            await self._error(ws, "BadHello", "signature does not match signer")
+            await ws.close(CLOSE_BAD_HELLO, "bad signature")
+            return None
+        return Connection(ws, signer, p2p, addr)
+
+    async def handle(self, ws):
+        conn = await self._hello(ws)
+        if conn is None:
+            return
+        if conn.signer is not None:
+            for other in list(self.connections.values()):
+                if other.signer == conn.signer:  # a restarted client: the new socket wins
+                    other.replaced = True
+                    await other.ws.close(1000, "replaced by a newer connection")
+        self.connections[ws] = conn
+        try:
+            await ws.send(self.state_bytes)
+            if conn.signer is not None:
+                self._broadcast(self._peers_message())
+            else:
+                await ws.send(self._peers_message())
+            async for raw in ws:
+                await self._on_message(conn, raw)
+                if conn.errors > MAX_ERRORS_PER_CONNECTION:
+                    await ws.close(CLOSE_TOO_MANY_ERRORS, "too many bad messages")
+                    break
+        except websockets.ConnectionClosed:
+            pass
+        finally:
+            self.connections.pop(ws, None)
+            if conn.signer is not None:
+                self._broadcast(self._peers_message())
+                if self.withdraw_on_disconnect and not conn.replaced:
+                    try:
+                        self.apply_op("withdraw", {"signer": conn.signer})
+                    except CoordinatorError:
+                        pass  # not in the run: nothing to withdraw
+
+    async def _on_message(self, conn, raw) -> None:
+        op_id = None
+        try:
+            if isinstance(raw, bytes):
+                raise ValueError("binary frames are not accepted from clients")
+            msg = json.loads(raw)
+            if not isinstance(msg, dict):
+                raise ValueError("a message is a JSON object")
+            op_id = msg.get("id")
+            if msg.get("type") != "op" or not isinstance(msg.get("op"), str):
+                raise ValueError('expected {"type": "op", "id": int, "op": str, "args": {...}}')
+        except ValueError as e:  # json.JSONDecodeError is a ValueError
+            conn.errors += 1
+            await self._error(conn, "Malformed", str(e), op_id if isinstance(op_id, int) else None)
+            return
+        op, args = msg["op"], msg.get("args", {})
+        try:
+            if conn.signer is None:
+                raise CoordinatorError("NotAClient", "observers cannot send operations")
+            if op not in CLIENT_OPS:
+                raise CoordinatorError("InvalidOperation",
+                                       f"{op!r} is for the run authority, not clients")
+            typed = decode_args(op, args)
+            if "signer" in ARGS[op] and typed.get("signer") != conn.signer:
+                raise CoordinatorError("NotAClient", "args.signer must be this connection's signer")
+            self.apply_op(op, typed)
+        except CoordinatorError as e:
+            conn.errors += 1
+            await self._error(conn, e.code, str(e), op_id)
+            return
+        await self._send(conn.ws, json.dumps({"type": "ok", "id": op_id}))
+
+    # ---------------------------------------------------------------- main loop
+    async def _tick_loop(self):
+        while True:
+            self.tick()
+            await asyncio.sleep(self.tick_interval)
+
+    async def run(self, host="127.0.0.1", port=0, started=None):
+        async with serve(self.handle, host, port, max_size=MAX_MESSAGE_BYTES,
+                         ping_interval=5, ping_timeout=10) as server:
+            bound = server.sockets[0].getsockname()[1]
+            if self.store is not None:
+                self.store.save(self.state)
+            self.log(f"server: run {self.state.run_id!r} listening on ws://{host}:{bound} "
+                     f"({self.state.run_state.name}, epoch {self.state.epoch}, "
+                     f"step {self.state.step}, {len(self.state.clients)} clients)")
+            if started is not None:
+                started(bound)
+            await self._tick_loop()

@@ -1,0 +1,100 @@
+"""state.toml and data.toml: the files a run creator writes. Errors name the file and field.
+
+state.toml:
+    run_id = "my-run"          # 1 to 32 bytes
+    run_seed = 1234            # optional; default derived from run_id
+    [config]                   # RunConfig fields (see psyche_coordinator_core.config)
+    warmup_time = 10 ...
+    [checkpoint]               # optional: kind = "Dummy" | "Hub" | "P2P", repo, revision
+    kind = "Dummy"
+
+data.toml (TCP data server):
+    dir = "data/tokens"        # directory of .bin/.npy token files
+    token_size = 2             # bytes per token: 2 (u16) or 4 (u32)
+    seq_len = 512
+    shuffle_seed = "<64 hex>"  # optional
+"""
+
+import hashlib
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from psyche_coordinator_core import (Checkpoint, CoordinatorError, RunConfig, new_run)
+from psyche_coordinator_core.ops_json import checkpoint_from_json
+
+
+class StateFileError(ValueError):
+    pass
+
+
+def _read_toml(path) -> dict:
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise StateFileError(f"{path}: no such file") from None
+    except tomllib.TOMLDecodeError as e:
+        raise StateFileError(f"{path}: not valid TOML: {e}") from None
+
+
+def load_state_file(path, init_min_clients=None, init_warmup_time=None):
+    """The initial coordinator state described by a state.toml, resumed (WaitingForMembers)."""
+    data = _read_toml(path)
+    unknown = sorted(set(data) - {"run_id", "run_seed", "config", "checkpoint", "model", "data"})
+    if unknown:
+        raise StateFileError(f"{path}: unknown key {unknown[0]!r}")
+    run_id = data.get("run_id")
+    if not isinstance(run_id, str):
+        raise StateFileError(f"{path}: run_id must be a string of 1 to 32 bytes")
+    seed = data.get("run_seed", int.from_bytes(hashlib.sha256(run_id.encode()).digest()[:8], "little"))
+    config = data.get("config", {})
+    if not isinstance(config, dict):
+        raise StateFileError(f"{path}: [config] must be a table")
+    config = dict(config)
+    if init_min_clients is not None:
+        config["init_min_clients"] = init_min_clients
+        config["min_clients"] = min(config.get("min_clients", 1), init_min_clients)
+    if init_warmup_time is not None:
+        config["warmup_time"] = init_warmup_time
+    try:
+        cfg = RunConfig.from_dict(config)
+        ck = checkpoint_from_json(data["checkpoint"]) if "checkpoint" in data else Checkpoint()
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise CoordinatorError("InvalidOperation", "run_seed must be an integer in [0, 2^64)")
+        return new_run(run_id, cfg, seed, ck)
+    except CoordinatorError as e:
+        raise StateFileError(f"{path}: {e.detail or e.code}") from None
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    dir: Path
+    token_size: int
+    seq_len: int
+    shuffle_seed: bytes
+
+
+def load_data_file(path) -> DataConfig:
+    data = _read_toml(path)
+    base = Path(path).parent
+    unknown = sorted(set(data) - {"dir", "token_size", "seq_len", "shuffle_seed"})
+    if unknown:
+        raise StateFileError(f"{path}: unknown key {unknown[0]!r}")
+    if not isinstance(data.get("dir"), str):
+        raise StateFileError(f"{path}: dir must be the path of a directory of token files")
+    d = (base / data["dir"]).resolve()
+    if not d.is_dir():
+        raise StateFileError(f"{path}: dir {d} is not a directory")
+    if data.get("token_size") not in (2, 4):
+        raise StateFileError(f"{path}: token_size must be 2 (u16) or 4 (u32)")
+    seq_len = data.get("seq_len")
+    if not isinstance(seq_len, int) or not 1 <= seq_len <= 1 << 20:
+        raise StateFileError(f"{path}: seq_len must be an integer in [1, 1048576]")
+    seed_hex = data.get("shuffle_seed", "00" * 32)
+    try:
+        seed = bytes.fromhex(seed_hex)
+        assert len(seed) == 32
+    except (ValueError, TypeError, AssertionError):
+        raise StateFileError(f"{path}: shuffle_seed must be 64 hex characters") from None
+    return DataConfig(d, data["token_size"], seq_len, seed)
