@@ -3,7 +3,9 @@
 Keys are lowercase hex strings (a signer's public key, a result commitment), so any language
 reproduces the bits: for a key k, h = SHA-256(SHA-256(u32_le(0)) || utf8(k)); the first 11
 little-endian u16 words of h, each mod 369, give one bit per slice; slice s owns bits
-[369*s, 369*(s+1)). Bit i lives in byte i // 8 at bit i % 8 (least significant first)."""
+[369*s, 369*(s+1)). Bit i lives in byte i // 8 at bit i % 8 (least significant first).
+pybloom-live packs and unpacks in native byte order: the layout above is what it produces on
+little-endian hosts (x86-64, ARM64), which is every machine this project supports."""
 
 import bitarray
 from pybloom_live import BloomFilter
@@ -42,9 +44,12 @@ class WitnessBloom:
         self._filter.bitarray = bits[:BLOOM_BITS]
 
     def add(self, key_hex: str) -> None:
-        # pybloom counts items and refuses past capacity; bytes decoded off the wire carry no
-        # count, and more than 256 keys is a protocol error caught by the caller anyway.
-        self._filter.add(_check_key(key_hex), skip_check=True)
+        """Add a key; a key already present is not counted twice. A round never has more
+        than 256 trainers, so a 257th distinct key is a caller's bug."""
+        try:
+            self._filter.add(_check_key(key_hex))
+        except IndexError:
+            raise ValueError(f"a witness bloom holds at most {BLOOM_CAPACITY} keys") from None
 
     def __contains__(self, key_hex: str) -> bool:
         return _check_key(key_hex) in self._filter

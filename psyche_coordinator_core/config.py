@@ -27,7 +27,7 @@ class RunConfig:
     global_batch_size_end: int = 8
     verification_percent: int = 0  # share of each round's clients elected to verify, not train
     checkpointer_percent: int = 0  # share elected to checkpoint at cooldown; 0 = anyone may
-    waiting_for_members_extra_time: int = 3  # grace after init_min_clients is reached
+    waiting_for_members_extra_time: int = 3  # least time in WaitingForMembers before Warmup
 
     def validate(self) -> "RunConfig":
         """Raise ConfigError for the first field out of range; return self when valid."""

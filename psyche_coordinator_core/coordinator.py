@@ -32,7 +32,7 @@ def apply(state: CoordinatorState, now: int, op: str, **args) -> CoordinatorStat
     handler = OPERATIONS.get(op)
     if handler is None:
         raise CoordinatorError("InvalidOperation", f"unknown operation {op!r}")
-    if not isinstance(now, int) or not 0 <= now < 1 << 63:
+    if type(now) is not int or not 0 <= now < 1 << 63:
         raise CoordinatorError("InvalidOperation", "time must be a non-negative integer")
     nxt = state.clone()
     handler(nxt, now, **args)
@@ -64,7 +64,7 @@ def _start_waiting_for_members(s, now):
 
 
 def _start_epoch(s: CoordinatorState, now: int) -> None:
-    previous = {c.signer for c in s.clients}
+    previous = {c.signer for c in s.clients if c.state == ClientState.Healthy}
     joining, s.pending = s.pending[:MAX_CLIENTS], s.pending[MAX_CLIENTS:]
     if s.checkpoint.kind == CheckpointKind.P2P and not any(c.signer in previous for c in joining):
         # nobody who holds last epoch's model is here: fall back to the uploaded checkpoint
@@ -228,8 +228,9 @@ def warmup_witness(s: CoordinatorState, now: int, signer: bytes, index: int) -> 
     if s.run_state != RunState.Warmup:
         raise CoordinatorError("InvalidRunState", f"warmup witness during {s.run_state.name}")
     _push_witness(s.current_round, Witness(_sender(s, signer, index)))
-    if len(s.current_round.witnesses) >= min(s.healthy_count(), MAX_WITNESSES):
-        _start_round_train(s, now)
+    healthy = s.healthy_count()
+    if healthy >= s.config.min_clients and len(s.current_round.witnesses) >= min(healthy, MAX_WITNESSES):
+        _start_round_train(s, now)  # below min_clients the next tick ends the warmup instead
 
 
 def witness(s: CoordinatorState, now: int, signer: bytes, index: int, step: int,
@@ -317,6 +318,9 @@ def checkpoint(s: CoordinatorState, now: int, signer: bytes, index: int, repo: s
         raise CoordinatorError("Halted", f"run is {s.run_state.name}")
     index = _sender(s, signer, index)
     committee = RoundCommittee(s.current_round, 0, 0, s.config.checkpointer_percent)
+    if s.config.checkpointer_percent and not s.current_round.participants:
+        # a new epoch's Warmup has no round yet to elect checkpointers from
+        raise CoordinatorError("NotACheckpointer", "no checkpointers are elected during Warmup")
     if not committee.is_checkpointer(index):
         raise CoordinatorError("NotACheckpointer", f"client {index} is not an elected checkpointer")
     if not isinstance(repo, str) or not repo or not isinstance(revision, str):

@@ -29,7 +29,12 @@ def checkpoint_to_json(ck: Checkpoint) -> dict:
 
 
 def checkpoint_from_json(d) -> Checkpoint:
-    if not isinstance(d, dict) or d.get("kind") not in CheckpointKind.__members__:
+    if not isinstance(d, dict):
+        raise CoordinatorError("InvalidOperation", "checkpoint must be an object")
+    unknown = sorted(set(d) - {"kind", "repo", "revision"})
+    if unknown:
+        raise CoordinatorError("InvalidOperation", f"checkpoint: unknown key {unknown[0]!r}")
+    if d.get("kind") not in CheckpointKind.__members__:
         raise CoordinatorError("InvalidCheckpoint",
                                f"checkpoint.kind must be one of {list(CheckpointKind.__members__)}")
     return Checkpoint(CheckpointKind[d["kind"]], d.get("repo", ""), d.get("revision", ""))
@@ -76,15 +81,16 @@ def decode_args(op: str, args) -> dict:
         elif k == "checkpoint":
             out[k] = checkpoint_from_json(v)
         elif k == "targets":
-            if not isinstance(v, list) or not all(type(t) is int for t in v):
-                raise CoordinatorError("InvalidOperation", "targets must be a list of integers")
+            if not isinstance(v, list) or not all(type(t) is int and 0 <= t < 1 << 16 for t in v):
+                raise CoordinatorError("InvalidOperation",
+                                       "targets must be a list of integers in [0, 65536)")
             out[k] = list(v)
         elif k in ("repo", "revision"):
             if not isinstance(v, str):
                 raise CoordinatorError("InvalidOperation", f"{k} must be a string")
             out[k] = v
-        else:  # index, step
-            if type(v) is not int:
-                raise CoordinatorError("InvalidOperation", f"{k} must be an integer")
+        else:  # index, step: unsigned on the wire, as in the Rust program
+            if type(v) is not int or not 0 <= v < 1 << 32:
+                raise CoordinatorError("InvalidOperation", f"{k} must be an integer in [0, 2^32)")
             out[k] = v
     return out

@@ -51,16 +51,16 @@ class ClientDaemon:
     async def _send(self, op, args):
         try:
             await self.backend.send(op, args)
-            self._run(self.sm.op_finished(op))
+            self._run(self.sm.op_finished(op, None, args))
             if op in ("warmup_witness", "witness", "health_check", "join"):
                 self.log(f"sent {op}" + (f" for step {args['step']}" if op == "witness" else ""))
         except CoordinatorError as e:
             if not (op == "tick" or e.code in ("AlreadyJoined",)):
                 self.log(f"{op} rejected: {e.code}: {e.detail}")
-            self._run(self.sm.op_finished(op, e.code))
+            self._run(self.sm.op_finished(op, e.code, args))
         except BackendError as e:
             self.log(f"{op} not delivered: {e}")
-            self._run(self.sm.op_finished(op, "Unreachable"))
+            self._run(self.sm.op_finished(op, "Unreachable", args))
 
     async def _prepare(self, epoch):
         await self.trainer.prepare(epoch, self.sm.state)

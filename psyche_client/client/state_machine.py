@@ -127,15 +127,20 @@ class ClientStateMachine:
             return self._reject(r, why)
         return self._accept(r) + self._witness()
 
-    def op_finished(self, op: str, code: str = None) -> list:
-        """The coordinator answered `op` (code None: accepted). The next state or timer
-        re-checks whether to join again, so an answer racing a new state loses nothing."""
+    def op_finished(self, op: str, code: str = None, args: dict = None) -> list:
+        """The coordinator answered `op` (code None: accepted), or it could not be delivered
+        (code "Unreachable"). The next state or timer re-checks the duty, so an answer racing a
+        new state loses nothing and an undelivered witness is sent again."""
         if op == "join":
             self.join_in_flight = False
+        elif code == "Unreachable" and op == "witness":
+            self.witness_sent.discard(args["step"])
+        elif code == "Unreachable" and op == "warmup_witness" and self.state is not None:
+            self.warmup_sent.discard(self.state.epoch)
         return []
 
     def on_timer(self, now: float) -> list:
-        return self._join() + self._tick(now)
+        return self._join() + self._warmup_witness() + self._witness() + self._tick(now)
 
     # ---------------------------------------------------------------- duties
     def _join(self) -> list:
