@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from psyche_coordinator_core import (ClientState, RoundCommittee, RunConfig, RunState, apply,  # noqa: E402
                                      assign_batches, bloom_of, new_run, state_hash)
 from psyche_coordinator_core.bloom import EMPTY_BLOOM  # noqa: E402
-from psyche_coordinator_core.shuffle import swap_or_not_permutation  # noqa: E402
+from psyche_coordinator_core.shuffle import (_swap_or_not_tables,  # noqa: E402
+                                             swap_or_not_permutation)
 
 
 def key(kind: str, i: int) -> bytes:
@@ -143,6 +144,7 @@ class Bench:
         # coordinator pays for each round's committee itself, as a fresh process would.
         if not self.keep_cache:
             swap_or_not_permutation.cache_clear()
+            _swap_or_not_tables.cache_clear()
         self.now += 1
         step = s.step
         first = True

@@ -6,16 +6,12 @@ and a salt. Low positions win: the first `verifiers` positions verify instead of
 first `expected_witnesses` positions witness."""
 
 from .constants import CHECKPOINTER_SALT, COMMITTEE_SALT, MAX_WITNESSES, WITNESS_SALT
-from .shuffle import sha256, swap_or_not_permutation
+from .shuffle import sha256, swap_or_not_index, swap_or_not_permutation
 from .state import Committee, Round
 
 
-def _positions(rnd: Round, salt: bytes) -> tuple:
-    n = bin(rnd.participants).count("1")
-    if n == 0:
-        return ()
-    base = sha256(rnd.random_seed.to_bytes(8, "little"))
-    return swap_or_not_permutation(sha256(base, salt), n)
+def _shuffle_seed(rnd: Round, salt: bytes) -> bytes:
+    return sha256(sha256(rnd.random_seed.to_bytes(8, "little")), salt)
 
 
 def expected_witnesses(witness_nodes: int, participants: int) -> int:
@@ -52,41 +48,57 @@ def ordinal(rnd: Round, client_index: int):
 
 
 class RoundCommittee:
-    """The committee of one round, computed once."""
+    """The committee of one round. Positions are computed per client on demand: checking one
+    witness costs 180 hashes, not a whole permutation."""
 
     def __init__(self, rnd: Round, witness_nodes: int, verification_percent: int,
                  checkpointer_percent: int = 0):
         self.round = rnd
         self.indices = rnd.participant_indices()
-        n = len(self.indices)
+        self.n = n = len(self.indices)
         self.elected_witnesses = expected_witnesses(witness_nodes, n)
         self.verifiers = verifier_count(n, verification_percent)
         self.checkpointers = checkpointer_count(n, checkpointer_percent)
-        self._witness_pos = _positions(rnd, WITNESS_SALT)
-        self._committee_pos = _positions(rnd, COMMITTEE_SALT)
-        self._checkpointer_pos = _positions(rnd, CHECKPOINTER_SALT) if self.checkpointers else ()
 
-    def is_witness(self, client_index: int) -> bool:
-        k = ordinal(self.round, client_index)
-        return k is not None and self._witness_pos[k] < self.elected_witnesses
-
-    def committee(self, client_index: int):
+    def _position(self, client_index: int, salt: bytes):
         k = ordinal(self.round, client_index)
         if k is None:
             return None
-        return Committee.Verifier if self._committee_pos[k] < self.verifiers else Committee.Trainer
+        return swap_or_not_index(_shuffle_seed(self.round, salt), self.n, k)
+
+    def _all_positions(self, salt: bytes) -> tuple:
+        return swap_or_not_permutation(_shuffle_seed(self.round, salt), self.n) if self.n else ()
+
+    def is_witness(self, client_index: int) -> bool:
+        pos = self._position(client_index, WITNESS_SALT)
+        return pos is not None and pos < self.elected_witnesses
+
+    def committee(self, client_index: int):
+        if ordinal(self.round, client_index) is None:
+            return None
+        if self.verifiers == 0:
+            return Committee.Trainer
+        pos = self._position(client_index, COMMITTEE_SALT)
+        return Committee.Verifier if pos < self.verifiers else Committee.Trainer
 
     def is_checkpointer(self, client_index: int) -> bool:
         if self.checkpointers == 0:
             return True
-        k = ordinal(self.round, client_index)
-        return k is not None and self._checkpointer_pos[k] < self.checkpointers
+        pos = self._position(client_index, CHECKPOINTER_SALT)
+        return pos is not None and pos < self.checkpointers
 
     def trainers(self) -> list:
-        return [i for k, i in enumerate(self.indices) if self._committee_pos[k] >= self.verifiers]
+        if self.verifiers == 0:
+            return list(self.indices)
+        pos = self._all_positions(COMMITTEE_SALT)
+        return [i for k, i in enumerate(self.indices) if pos[k] >= self.verifiers]
 
     def verifier_indices(self) -> list:
-        return [i for k, i in enumerate(self.indices) if self._committee_pos[k] < self.verifiers]
+        if self.verifiers == 0:
+            return []
+        pos = self._all_positions(COMMITTEE_SALT)
+        return [i for k, i in enumerate(self.indices) if pos[k] < self.verifiers]
 
     def witness_indices(self) -> list:
-        return [i for k, i in enumerate(self.indices) if self._witness_pos[k] < self.elected_witnesses]
+        pos = self._all_positions(WITNESS_SALT)
+        return [i for k, i in enumerate(self.indices) if pos[k] < self.elected_witnesses]

@@ -22,28 +22,35 @@ def u64_le(b: bytes) -> int:
     return int.from_bytes(b[:8], "little")
 
 
-@lru_cache(maxsize=4096)
-def swap_or_not_permutation(seed: bytes, n: int) -> tuple:
-    """perm[i] = shuffled position of index i, for i in range(n), n <= 256.
-
-    Swap-or-not: for each of 90 rounds r, pivot = u64_le(sha256(seed||r)) % n; an index idx is
-    paired with flip = (pivot + n - idx) % n and swapped when bit max(idx, flip) of
-    sha256(seed||r||u32_le(max//256)) is set. With n <= 256 that second hash is one per round."""
+@lru_cache(maxsize=1024)
+def _swap_or_not_tables(seed: bytes, n: int) -> tuple:
+    """Per round r: pivot = u64_le(sha256(seed||r)) % n and the bit source
+    sha256(seed||r||u32_le(pos//256)); with n <= 256, pos//256 is always 0."""
     assert 0 < n <= 256
     pivots, sources = [], []
     for r in range(SHUFFLE_ROUND_COUNT):
         rb = bytes([r])
         pivots.append(u64_le(sha256(seed, rb)) % n)
         sources.append(sha256(seed, rb, (0).to_bytes(4, "little")))
-    perm = []
-    for idx in range(n):
-        for r in range(SHUFFLE_ROUND_COUNT):
-            flip = (pivots[r] + n - idx) % n
-            pos = max(idx, flip)
-            if (sources[r][(pos % 256) // 8] >> (pos % 8)) & 1:
-                idx = flip
-        perm.append(idx)
-    return tuple(perm)
+    return tuple(pivots), tuple(sources)
+
+
+def swap_or_not_index(seed: bytes, n: int, idx: int) -> int:
+    """Shuffled position of one index: in each of 90 rounds, idx is paired with
+    flip = (pivot + n - idx) % n and moves there when bit max(idx, flip) of the source is set."""
+    pivots, sources = _swap_or_not_tables(seed, n)
+    for pivot, source in zip(pivots, sources):
+        flip = (pivot + n - idx) % n
+        pos = max(idx, flip)
+        if (source[(pos % 256) // 8] >> (pos % 8)) & 1:
+            idx = flip
+    return idx
+
+
+@lru_cache(maxsize=1024)
+def swap_or_not_permutation(seed: bytes, n: int) -> tuple:
+    """perm[i] = shuffled position of index i, for i in range(n), n <= 256."""
+    return tuple(swap_or_not_index(seed, n, i) for i in range(n))
 
 
 def lcg_shuffle(items: list, seed: int) -> list:

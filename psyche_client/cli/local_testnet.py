@@ -97,12 +97,16 @@ class Testnet:
                 await self.start(f"client-{n}", self.client_cmd(n))
 
     async def run(self, timeout) -> int:
-        await self.start("server", self.server_cmd())
-        try:
-            self.bound_port = await asyncio.wait_for(self.listening, 30)
-        except asyncio.TimeoutError:
-            self.log("server did not start")
+        server = await self.start("server", self.server_cmd())
+        exited = asyncio.ensure_future(server.wait())
+        await asyncio.wait([self.listening, exited], timeout=30,
+                           return_when=asyncio.FIRST_COMPLETED)
+        if not self.listening.done():
+            self.log("server did not start" + (f" (exit code {server.returncode})"
+                                               if exited.done() else " within 30 s"))
+            await self.stop()
             return 1
+        self.bound_port = self.listening.result()
         for n in range(1, self.num_clients + 1):
             await self.start(f"client-{n}", self.client_cmd(n))
         killer = asyncio.ensure_future(self.killer()) if self.kill_num else None
