@@ -1,0 +1,125 @@
+"""The client state machine against the real core, in process, with a simulated clock: no
+sockets, so every duty (join, warmup, train, publish, witness, health check, tick) is checked
+deterministically. The integration tests run the same machine over real processes."""
+
+import hashlib
+
+from psyche_coordinator_core import (ClientState, CoordinatorError, RunConfig, RunState, apply,
+                                     new_run)
+from psyche_client.client.results import TrainingResult, dummy_payload
+from psyche_client.client.state_machine import ClientStateMachine
+from psyche_client.identity import Identity
+
+CONFIG = RunConfig(warmup_time=5, cooldown_time=2, max_round_train_time=6, round_witness_time=1,
+                   epoch_time=15, total_steps=30, max_seq_len=16, min_clients=2,
+                   init_min_clients=4, witness_nodes=0, global_batch_size_start=8,
+                   global_batch_size_end=8, waiting_for_members_extra_time=1)
+
+
+class Sim:
+    """A server that applies operations then ticks, and clients that answer instantly."""
+
+    def __init__(self, n, silent=(), config=CONFIG):
+        self.ids = [Identity(hashlib.sha256(b"client%d" % i).digest()) for i in range(n)]
+        self.sms = [ClientStateMachine(i.public, i.public) for i in self.ids]
+        self.silent = set(silent)  # these train but never publish their results
+        self.t = 1_000
+        self.state = apply(new_run("sim", config, 99), self.t, "resume")
+        self.sent = []  # (client, op)
+        self.rejected = []
+
+    def _apply(self, op, args):
+        nxt = apply(self.state, self.t, op, **args)
+        try:
+            nxt = apply(nxt, self.t, "tick")
+        except CoordinatorError:
+            pass
+        self.state = nxt
+
+    def _do(self, who, actions):
+        queue = [(who, a) for a in actions]
+        while queue:
+            who, act = queue.pop(0)
+            sm, kind = self.sms[who], act[0]
+            if kind == "send":
+                self.sent.append((who, act[1]))
+                before = self.state
+                try:
+                    self._apply(act[1], act[2])
+                    more = sm.op_finished(act[1], None, act[2])
+                except CoordinatorError as e:
+                    self.rejected.append((who, act[1], e.code))
+                    more = sm.op_finished(act[1], e.code, act[2])
+                queue += [(who, a) for a in more]
+                if self.state is not before:
+                    for k, other in enumerate(self.sms):
+                        queue += [(k, a) for a in other.on_state(self.state, self.t)]
+            elif kind == "prepare":
+                queue += [(who, a) for a in sm.model_ready(act[1])]
+            elif kind == "train":
+                step, batch = act[1], act[2]
+                result = TrainingResult.create(self.ids[who], step, batch,
+                                               dummy_payload("sim", step, batch))
+                queue += [(who, a) for a in sm.trained(step, result)]
+            elif kind == "publish" and who not in self.silent:
+                for k, other in enumerate(self.sms):
+                    if k != who:
+                        queue += [(k, a) for a in other.on_result(act[1])]
+
+    def run(self, until, limit=400):
+        for _ in range(limit):
+            for k, sm in enumerate(self.sms):
+                self._do(k, sm.on_state(self.state, self.t))
+            if until(self.state):
+                return self.state
+            self.t += 1
+        raise AssertionError(f"not reached: {self.state.run_state.name} step {self.state.step}")
+
+
+def test_clients_alone_drive_a_run_to_the_end():
+    sim = Sim(4)
+    end = sim.run(lambda s: s.run_state == RunState.Finished)
+    assert end.epoch >= 2 and end.step > CONFIG.total_steps
+    ops = {op for _, op in sim.sent}
+    assert {"join", "warmup_witness", "witness", "tick"} <= ops
+    assert "health_check" not in ops  # everyone delivered
+    # nothing the clients sent was refused, except ticks that raced another tick
+    assert [r for r in sim.rejected if r[1] != "tick"] == []
+
+
+def test_a_silent_trainer_is_dropped_by_health_check():
+    sim = Sim(4, silent={3})
+    victim = sim.ids[3].public
+    st = sim.run(lambda s: s.client_index(victim) is not None
+                 and s.clients[s.client_index(victim)].state == ClientState.Dropped)
+    assert st.run_state in (RunState.RoundTrain, RunState.RoundWitness)
+    assert any(op == "health_check" for who, op in sim.sent if who != 3)
+    # the next round of the epoch goes on without it
+    nxt = sim.run(lambda s: s.epoch > st.epoch or (
+        s.run_state in (RunState.RoundTrain, RunState.RoundWitness) and s.step > st.step))
+    if nxt.epoch == st.epoch:
+        assert not nxt.current_round.participants >> st.client_index(victim) & 1
+        assert nxt.healthy_count() == 3
+    # a dropped client may join again for a later epoch, and is checked again there
+    again = sim.run(lambda s: s.epoch > st.epoch and s.run_state == RunState.RoundWitness)
+    assert victim in {c.signer for c in again.clients}
+
+
+def test_tampered_and_misassigned_results_are_dropped():
+    sim = Sim(4)
+    sim.run(lambda s: s.run_state in (RunState.RoundTrain, RunState.RoundWitness)
+            and s.current_round.height >= 1)
+    sm, st = sim.sms[0], sim.state
+    owner, batch = next(iter(sm.assignments[st.step].items()))
+    owner_id = next(i for i in sim.ids if i.public == st.clients[owner].signer)
+    thief_id = next(i for i in sim.ids if i.public != owner_id.public)
+    good = TrainingResult.create(owner_id, st.step, batch, b"payload")
+    tampered = TrainingResult(good.step, good.batch, good.trainer, b"changed", good.commitment,
+                              good.signature)
+    stolen = TrainingResult.create(thief_id, st.step, batch, b"payload")
+    before = sum(sm.rejected.values())
+    sm.on_result(tampered)  # commitment no longer matches the payload
+    sm.on_result(stolen)  # valid signature, but not the assigned trainer of that batch
+    assert sum(sm.rejected.values()) == before + 2
+    stored = sm.results.get(st.step, {}).get(batch)
+    assert stored is None or stored.trainer == owner_id.public
