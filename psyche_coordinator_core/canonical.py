@@ -22,7 +22,7 @@ import struct
 
 from .bloom import check_bloom_bytes
 from .config import RunConfig
-from .constants import (BLOOM_BYTES, MAX_CLIENTS, MAX_WITNESSES, MERKLE_ROOT_LEN,
+from .constants import (BLOOM_BYTES, MAX_CLIENTS, MAX_WITNESSES,
                         NUM_STORED_ROUNDS, REPO_LEN, RUN_ID_LEN)
 from .state import (Checkpoint, CheckpointKind, Client, ClientState, CoordinatorState, Round,
                     RunState, Witness)

@@ -14,6 +14,9 @@ from psyche_coordinator_core import (CoordinatorError, RunConfig, apply, new_run
                                      to_bytes)
 from psyche_coordinator_core.ops_json import checkpoint_from_json, decode_args
 
+from tests.vectors import generate
+from tests.vectors.generate import expectation
+
 VECTORS = Path(__file__).resolve().parent / "vectors"
 FILES = sorted(VECTORS.glob("*.json"))
 EXPECT_KEYS = {"error", "hash", "run_state", "epoch", "step", "clients", "pending",
@@ -23,21 +26,6 @@ EXPECT_KEYS = {"error", "hash", "run_state", "epoch", "step", "clients", "pendin
 def initial_state(initial: dict):
     return new_run(initial["run_id"], RunConfig.from_dict(initial["config"]), initial["run_seed"],
                    checkpoint_from_json(initial["checkpoint"]))
-
-
-def summary(state, error) -> dict:
-    return {
-        "error": error,
-        "hash": state_hash(state),
-        "run_state": state.run_state.name,
-        "epoch": state.epoch,
-        "step": state.step,
-        "clients": len(state.clients),
-        "pending": len(state.pending),
-        "round_height": state.current_round.height,
-        "witnesses": len(state.current_round.witnesses),
-        "healthy": state.healthy_count(),
-    }
 
 
 def replay(doc: dict) -> None:
@@ -59,7 +47,7 @@ def replay(doc: dict) -> None:
         # apply never mutates the state it is given, accepted or not
         assert to_bytes(state) == before, f"{where}: input state mutated"
         assert error == expect["error"], f"{where}: error {error!r}, expected {expect['error']!r}"
-        got = summary(nxt, error)
+        got = expectation(nxt, error)
         assert got == expect, f"{where}: {got} != {expect}"
         if error is not None:
             assert expect["hash"] == prev_hash, f"{where}: rejected op changed the hash"
@@ -91,7 +79,6 @@ def test_vector(path):
 
 
 def test_generator_reproduces_vectors(tmp_path):
-    from tests.vectors import generate
 
     generate.write_all(tmp_path)
     fresh = sorted(p.name for p in tmp_path.glob("*.json"))
