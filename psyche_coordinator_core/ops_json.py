@@ -3,10 +3,13 @@
 One encoding serves the conformance vectors (which the Rust program replays) and the
 centralized server's wire messages, so both speak the same operations."""
 
+import re
+
 from .config import RunConfig
 from .errors import CoordinatorError
 from .state import Checkpoint, CheckpointKind
 
+HEX = re.compile(r"(?:[0-9a-f]{2})*")
 BYTES_ARGS = {"signer", "p2p_identity", "participant_bloom", "broadcast_bloom", "broadcast_merkle"}
 ARGS = {
     "tick": set(),
@@ -34,10 +37,14 @@ def checkpoint_from_json(d) -> Checkpoint:
     unknown = sorted(set(d) - {"kind", "repo", "revision"})
     if unknown:
         raise CoordinatorError("InvalidOperation", f"checkpoint: unknown key {unknown[0]!r}")
-    if d.get("kind") not in CheckpointKind.__members__:
+    kind = d.get("kind")
+    if not isinstance(kind, str) or kind not in CheckpointKind.__members__:
         raise CoordinatorError("InvalidCheckpoint",
                                f"checkpoint.kind must be one of {list(CheckpointKind.__members__)}")
-    return Checkpoint(CheckpointKind[d["kind"]], d.get("repo", ""), d.get("revision", ""))
+    repo, revision = d.get("repo", ""), d.get("revision", "")
+    if not isinstance(repo, str) or not isinstance(revision, str):
+        raise CoordinatorError("InvalidOperation", "checkpoint repo and revision are strings")
+    return Checkpoint(CheckpointKind[kind], repo, revision)
 
 
 def encode_args(op: str, args: dict) -> dict:
@@ -68,12 +75,10 @@ def decode_args(op: str, args) -> dict:
     out = {}
     for k, v in args.items():
         if k in BYTES_ARGS:
-            try:
-                if not isinstance(v, str) or v != v.lower():
-                    raise ValueError
-                out[k] = bytes.fromhex(v)
-            except ValueError:
-                raise CoordinatorError("InvalidOperation", f"{k} must be lowercase hex") from None
+            if not isinstance(v, str) or not HEX.fullmatch(v):
+                raise CoordinatorError("InvalidOperation",
+                                       f"{k} must be lowercase hex: pairs of [0-9a-f], nothing else")
+            out[k] = bytes.fromhex(v)
         elif k == "config":
             if not isinstance(v, dict):
                 raise CoordinatorError("InvalidOperation", "config must be an object")

@@ -1235,6 +1235,9 @@ def checkpoint_errors():
     sc.do("update", raw_args={"checkpoint": "Hub"}, error="InvalidOperation")
     sc.do("update", raw_args={"checkpoint": {"kind": "Hub", "repo": "a", "url": "b"}},
           error="InvalidOperation")
+    sc.do("update", raw_args={"checkpoint": {"kind": ["Hub"], "repo": "a"}},
+          error="InvalidCheckpoint")
+    sc.do("update", raw_args={"checkpoint": {"kind": "Hub", "repo": 5}}, error="InvalidOperation")
     sc.do("update", raw_args={"checkpoint": {"kind": "Hub", "repo": "x" * 65}},
           error="InvalidCheckpoint")
     sc.do("update", raw_args={"checkpoint": {"kind": "Dummy"}})
@@ -1551,6 +1554,8 @@ def errors_invalid_operation():
     sc.do("health_check", raw_args={"signer": signer(0).hex(), "index": 0, "targets": [True]},
           error="InvalidOperation")
     sc.do("frobnicate", raw_args={}, error="InvalidOperation")
+    sc.do("join", raw_args={"signer": "ab " + "cd" * 31, "p2p_identity": "00" * 32},
+          error="InvalidOperation")  # whitespace is not hex
     sc.do("tick", raw_args=[], error="InvalidOperation")
     sc.do("pause", raw_args=None, error="InvalidOperation")
     sc.do("witness", raw_args=base, state=RunState.RoundTrain)  # the well-formed one works

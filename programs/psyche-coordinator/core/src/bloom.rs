@@ -1,0 +1,169 @@
+//! Witness bloom filters with the bit layout of `bloom.py` (pybloom-live on little-endian hosts):
+//! for a key k (a lowercase hex string), h = SHA-256(SHA-256(u32_le(0)) || utf8(k)); the first 11
+//! little-endian u16 words of h, each mod 369, give one bit per slice; slice s owns bits
+//! [369*s, 369*(s+1)). Bit i lives in byte i / 8 at bit i % 8 (least significant first). 4059
+//! bits fill 508 bytes; the 5 padding bits at the top of the last byte must be zero.
+
+use crate::constants::{BLOOM_BITS, BLOOM_BITS_PER_SLICE, BLOOM_BYTES, BLOOM_SLICES, KEY_LEN};
+use crate::error::CoordinatorError;
+use crate::shuffle::sha256;
+
+/// SHA-256(u32_le(0)): pybloom-live's one salt for these parameters.
+pub const SALT0: [u8; 32] = [
+    0xdf, 0x3f, 0x61, 0x98, 0x04, 0xa9, 0x2f, 0xdb, 0x40, 0x57, 0x19, 0x2d, 0xc4, 0x3d, 0xd7, 0x48,
+    0xea, 0x77, 0x8a, 0xdc, 0x52, 0xbc, 0x49, 0x8c, 0xe8, 0x05, 0x24, 0xc0, 0x14, 0xb8, 0x11, 0x19,
+];
+
+pub const EMPTY_BLOOM: [u8; BLOOM_BYTES] = [0; BLOOM_BYTES];
+
+/// Bits of the last byte that belong to the filter (4059 - 8 * 507 = 3).
+const LAST_BYTE_BITS: usize = BLOOM_BITS - 8 * (BLOOM_BYTES - 1);
+
+/// `check_bloom_bytes`: exactly 508 bytes with the padding bits clear, else `MalformedBloom`.
+pub fn check_bloom_bytes(data: &[u8]) -> Result<&[u8; BLOOM_BYTES], CoordinatorError> {
+    let bloom: &[u8; BLOOM_BYTES] = data
+        .try_into()
+        .map_err(|_| CoordinatorError::MalformedBloom)?;
+    if bloom[BLOOM_BYTES - 1] >> LAST_BYTE_BITS != 0 {
+        return Err(CoordinatorError::MalformedBloom);
+    }
+    Ok(bloom)
+}
+
+/// Lowercase hex of a 32-byte key (`bytes.hex()`), the form keys take in a bloom.
+pub fn key_hex(key: &[u8; KEY_LEN]) -> [u8; 2 * KEY_LEN] {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = [0u8; 2 * KEY_LEN];
+    for (i, b) in key.iter().enumerate() {
+        out[2 * i] = DIGITS[(b >> 4) as usize];
+        out[2 * i + 1] = DIGITS[(b & 15) as usize];
+    }
+    out
+}
+
+/// The 11 bit indices (one per slice, already offset by 369 * slice) of a key given as UTF-8.
+pub fn bit_positions(key_utf8: &[u8]) -> [u16; BLOOM_SLICES] {
+    let h = sha256(&[&SALT0, key_utf8]);
+    let mut out = [0u16; BLOOM_SLICES];
+    for (s, o) in out.iter_mut().enumerate() {
+        let word = u16::from_le_bytes([h[2 * s], h[2 * s + 1]]) as usize;
+        *o = (s * BLOOM_BITS_PER_SLICE + word % BLOOM_BITS_PER_SLICE) as u16;
+    }
+    out
+}
+
+fn has_bits(bloom: &[u8; BLOOM_BYTES], bits: &[u16; BLOOM_SLICES]) -> bool {
+    bits.iter()
+        .all(|&i| (bloom[i as usize / 8] >> (i % 8)) & 1 == 1)
+}
+
+/// Whether a key (a lowercase hex string, as UTF-8 bytes) is in the filter.
+pub fn bloom_contains(bloom: &[u8; BLOOM_BYTES], key_utf8: &[u8]) -> bool {
+    has_bits(bloom, &bit_positions(key_utf8))
+}
+
+/// Whether the hex of a signer key is in the filter (`bloom_contains(data, signer.hex())`).
+pub fn bloom_contains_signer(bloom: &[u8; BLOOM_BYTES], signer: &[u8; KEY_LEN]) -> bool {
+    bloom_contains(bloom, &key_hex(signer))
+}
+
+/// Counts how many of `blooms` contain the same key, hashing the key once.
+pub(crate) fn count_containing<'a>(
+    blooms: impl Iterator<Item = &'a [u8; BLOOM_BYTES]>,
+    signer: &[u8; KEY_LEN],
+) -> usize {
+    let bits = bit_positions(&key_hex(signer));
+    blooms.filter(|b| has_bits(b, &bits)).count()
+}
+
+/// Sets a key's bits (clients build blooms; the coordinator only reads them).
+pub fn bloom_add(bloom: &mut [u8; BLOOM_BYTES], key_utf8: &[u8]) {
+    for i in bit_positions(key_utf8) {
+        bloom[i as usize / 8] |= 1 << (i % 8);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const K1: &str = "84685c3ef3d0083568d3c7fa72646c7125b8aac78c14f321da929faf595c4828";
+    const K2: &str = "6b040cd886c321ad9f79909b62e00d281165665bb0cf0c6cf27ed908bc1b7316";
+    const K3: &str = "27f66b648d73821fd11db61a8060090818e370500170546d5f2b50ddfe069135";
+
+    /// `bloom_of([K1]).hex()` from the Python core.
+    const BLOOM_K1: &str = "00000000000000000000000000000000000001000000000000000000000000000000000000000000000000000000000000000000200000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000200000000000000000000000000000000000000000000000000000000000000000001000000000000000000000000000000000000000000000000000000000000000000000000080000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000080000000000000000000000000000000000000000000000000000000000000000000000000000000200000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000200000000000000000000000000000000000000000000000000000000000000000000800000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000010000000000000000000000000000000000000000000000000000000000002000000000000000000000000000000000000000";
+    /// `bloom_of([K1, K2, K3]).hex()` from the Python core.
+    const BLOOM_K123: &str = "00000000000000000000000000000000000001000000000000000000000000000000000800000000000000080000000000000000200000000000000000000000000000000000000000000000200000000000000000080000000000000000000000000000000000000000000000000000000000000000a04000000000000000000000000000000000000000000100000040000000000000001000000000000000000000000000000000000000000000000000000000000000000000000080000000000100000000000000002000000000000000000000000000000000000000000000000000000000000000000000000000000000000000082000000010000000000000000000000000000000000000000000000000000000000000000000000200000000000000000000000000000000008000000000000000000000000000000080000000000000000000000000000000000000000000000000000000000020020000000000200000000000000000000000000000000000000000000000000000000000004000000800000000000000100000000000000000000000000000000000000000000000000000000000000000004000000040000000000000000000000000000000000000010000000000000000000000000000000000000000000000000000000000102000000000000000000000200000000000000000";
+
+    fn bloom_of(keys: &[&str]) -> [u8; BLOOM_BYTES] {
+        let mut b = EMPTY_BLOOM;
+        for k in keys {
+            bloom_add(&mut b, k.as_bytes());
+        }
+        b
+    }
+
+    #[test]
+    fn salt_is_sha256_of_u32_zero() {
+        assert_eq!(sha256(&[&0u32.to_le_bytes()]), SALT0);
+    }
+
+    #[test]
+    fn known_answers_from_python() {
+        assert_eq!(hex::encode(bloom_of(&[K1])), BLOOM_K1);
+        assert_eq!(hex::encode(bloom_of(&[K1, K2, K3])), BLOOM_K123);
+        // bloom_of(["psyche"]): set bits
+        let b = bloom_of(&["psyche"]);
+        let bits: Vec<usize> = (0..BLOOM_BITS)
+            .filter(|&i| (b[i / 8] >> (i % 8)) & 1 == 1)
+            .collect();
+        assert_eq!(
+            bits,
+            [361, 437, 1086, 1460, 1553, 1943, 2290, 2640, 3017, 3574, 3892]
+        );
+    }
+
+    #[test]
+    fn contains_and_signer_hex() {
+        let b = bloom_of(&[K1, K3]);
+        let k1: [u8; 32] = hex::decode(K1).unwrap().try_into().unwrap();
+        let k2: [u8; 32] = hex::decode(K2).unwrap().try_into().unwrap();
+        assert_eq!(&key_hex(&k1), K1.as_bytes());
+        assert!(bloom_contains_signer(&b, &k1));
+        assert!(!bloom_contains_signer(&b, &k2));
+        assert!(bloom_contains(&b, K3.as_bytes()));
+        assert!(!bloom_contains(&EMPTY_BLOOM, K1.as_bytes()));
+        // keys are case-sensitive strings: the uppercase hex is another key
+        assert!(!bloom_contains(&b, K1.to_uppercase().as_bytes()));
+        assert_eq!(count_containing([&b, &EMPTY_BLOOM, &b].into_iter(), &k1), 2);
+    }
+
+    #[test]
+    fn malformed_blooms_are_rejected() {
+        assert!(check_bloom_bytes(&EMPTY_BLOOM).is_ok());
+        assert_eq!(
+            check_bloom_bytes(&[0u8; 507]),
+            Err(CoordinatorError::MalformedBloom)
+        );
+        assert_eq!(
+            check_bloom_bytes(&[0u8; 509]),
+            Err(CoordinatorError::MalformedBloom)
+        );
+        assert_eq!(
+            check_bloom_bytes(&[]),
+            Err(CoordinatorError::MalformedBloom)
+        );
+        let mut b = EMPTY_BLOOM;
+        b[507] = 0b0000_0111; // bits 4056..4058: inside the filter
+        assert!(check_bloom_bytes(&b).is_ok());
+        for pad in 3..8 {
+            b[507] = 1 << pad;
+            assert_eq!(
+                check_bloom_bytes(&b),
+                Err(CoordinatorError::MalformedBloom),
+                "bit {pad}"
+            );
+        }
+    }
+}

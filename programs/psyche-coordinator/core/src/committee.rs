@@ -1,0 +1,214 @@
+//! Who does what in a round (`committee.py`): trainers, verifiers, witnesses, checkpointers, and
+//! the quorum.
+//!
+//! Selection runs over the round's participants in index order: participant k (the k-th set bit
+//! of `Round::participants`) has position perm[k] in a swap-or-not shuffle seeded by
+//! sha256(sha256(random_seed_le) || salt). Low positions win.
+
+use crate::constants::{
+    CHECKPOINTER_SALT, COMMITTEE_SALT, MAX_CLIENTS, MAX_WITNESSES, WITNESS_SALT,
+};
+use crate::shuffle::{sha256, swap_or_not_permutation, swap_or_not_position};
+use crate::state::Round;
+
+/// The swap-or-not seed of a round for one salt.
+pub fn positions_seed(rnd: &Round, salt: &[u8]) -> [u8; 32] {
+    let base = sha256(&[&rnd.random_seed.to_le_bytes()]);
+    sha256(&[&base, salt])
+}
+
+/// Witnesses elected for a round of `participants` clients.
+pub fn expected_witnesses(witness_nodes: u16, participants: usize) -> usize {
+    let wanted = if witness_nodes != 0 {
+        witness_nodes as usize
+    } else {
+        MAX_WITNESSES
+    };
+    wanted.min(participants)
+}
+
+/// Witnesses that must agree: all of 1 or 2, 2 of 3, otherwise two thirds rounded down.
+pub fn witness_quorum(elected: usize) -> usize {
+    match elected {
+        0..=2 => elected,
+        3 => 2,
+        _ => (elected * 2 / 3).max(1),
+    }
+}
+
+pub fn verifier_count(participants: usize, verification_percent: u8) -> usize {
+    participants * verification_percent as usize / 100
+}
+
+/// 0 means nobody is elected and any client may checkpoint.
+pub fn checkpointer_count(participants: usize, checkpointer_percent: u8) -> usize {
+    if checkpointer_percent == 0 || participants == 0 {
+        return 0;
+    }
+    (participants * checkpointer_percent as usize)
+        .div_ceil(100)
+        .max(1)
+}
+
+/// k such that client_index is the k-th participant of the round, or None.
+pub fn ordinal(rnd: &Round, client_index: usize) -> Option<usize> {
+    if !rnd.is_participant(client_index) {
+        return None;
+    }
+    let full = client_index / 8;
+    let below = rnd.participants[..full]
+        .iter()
+        .map(|b| b.count_ones() as usize)
+        .sum::<usize>();
+    let partial = (rnd.participants[full] & ((1u8 << (client_index % 8)) - 1)).count_ones();
+    Some(below + partial as usize)
+}
+
+pub fn is_witness(rnd: &Round, witness_nodes: u16, client_index: usize) -> bool {
+    let Some(k) = ordinal(rnd, client_index) else {
+        return false;
+    };
+    let n = rnd.participant_total();
+    let elected = expected_witnesses(witness_nodes, n);
+    swap_or_not_position(&positions_seed(rnd, WITNESS_SALT), n, k) < elected
+}
+
+pub fn is_checkpointer(rnd: &Round, checkpointer_percent: u8, client_index: usize) -> bool {
+    let n = rnd.participant_total();
+    let count = checkpointer_count(n, checkpointer_percent);
+    if count == 0 {
+        return true;
+    }
+    let Some(k) = ordinal(rnd, client_index) else {
+        return false;
+    };
+    swap_or_not_position(&positions_seed(rnd, CHECKPOINTER_SALT), n, k) < count
+}
+
+/// Participants (index order) whose position under `salt` is `< limit` (`below`) or
+/// `>= limit` (`!below`), into `out`; returns how many.
+fn select(
+    rnd: &Round,
+    salt: &[u8],
+    limit: usize,
+    below: bool,
+    out: &mut [u8; MAX_CLIENTS],
+) -> usize {
+    let mut indices = [0u8; MAX_CLIENTS];
+    let n = rnd.participant_indices(&mut indices);
+    let mut count = 0;
+    if limit == 0 {
+        // every position is >= 0: skip the shuffle
+        if !below {
+            out[..n].copy_from_slice(&indices[..n]);
+            count = n;
+        }
+        return count;
+    }
+    let mut pos = [0u16; MAX_CLIENTS];
+    swap_or_not_permutation(&positions_seed(rnd, salt), n, &mut pos);
+    for k in 0..n {
+        if ((pos[k] as usize) < limit) == below {
+            out[count] = indices[k];
+            count += 1;
+        }
+    }
+    count
+}
+
+/// `RoundCommittee.trainers()`: participants that train, in index order.
+pub fn trainers(rnd: &Round, verification_percent: u8, out: &mut [u8; MAX_CLIENTS]) -> usize {
+    let v = verifier_count(rnd.participant_total(), verification_percent);
+    select(rnd, COMMITTEE_SALT, v, false, out)
+}
+
+/// `RoundCommittee.verifier_indices()`: participants that verify, in index order.
+pub fn verifiers(rnd: &Round, verification_percent: u8, out: &mut [u8; MAX_CLIENTS]) -> usize {
+    let v = verifier_count(rnd.participant_total(), verification_percent);
+    select(rnd, COMMITTEE_SALT, v, true, out)
+}
+
+/// `RoundCommittee.witness_indices()`: elected witnesses, in index order.
+pub fn witnesses(rnd: &Round, witness_nodes: u16, out: &mut [u8; MAX_CLIENTS]) -> usize {
+    let elected = expected_witnesses(witness_nodes, rnd.participant_total());
+    select(rnd, WITNESS_SALT, elected, true, out)
+}
+
+/// Whether a participant verifies (`RoundCommittee.committee(i) == Verifier`); None if it does
+/// not take part in the round.
+pub fn is_verifier(rnd: &Round, verification_percent: u8, client_index: usize) -> Option<bool> {
+    let k = ordinal(rnd, client_index)?;
+    let n = rnd.participant_total();
+    let v = verifier_count(n, verification_percent);
+    Some(v > 0 && swap_or_not_position(&positions_seed(rnd, COMMITTEE_SALT), n, k) < v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::sample_round;
+
+    fn list(f: impl Fn(&mut [u8; MAX_CLIENTS]) -> usize) -> Vec<u8> {
+        let mut out = [0u8; MAX_CLIENTS];
+        let n = f(&mut out);
+        out[..n].to_vec()
+    }
+
+    #[test]
+    fn committee_known_answers_from_python() {
+        // RoundCommittee(r, 3, 25, 30): witnesses [2, 4, 11], trainers [0, 2, 3, 5, 8, 9, 11],
+        // verifiers [4, 6], checkpointers [4, 8, 9]
+        let r = sample_round();
+        assert_eq!(list(|o| witnesses(&r, 3, o)), [2, 4, 11]);
+        assert_eq!(list(|o| trainers(&r, 25, o)), [0, 2, 3, 5, 8, 9, 11]);
+        assert_eq!(list(|o| verifiers(&r, 25, o)), [4, 6]);
+        let ck: Vec<usize> = (0..12)
+            .filter(|&i| r.is_participant(i) && is_checkpointer(&r, 30, i))
+            .collect();
+        assert_eq!(ck, [4, 8, 9]);
+        for i in 0..16 {
+            assert_eq!(is_witness(&r, 3, i), [2, 4, 11].contains(&i), "witness {i}");
+        }
+        assert_eq!(is_verifier(&r, 25, 4), Some(true));
+        assert_eq!(is_verifier(&r, 25, 0), Some(false));
+        assert_eq!(is_verifier(&r, 25, 1), None);
+    }
+
+    #[test]
+    fn quorum_counts_and_ordinals() {
+        let q: Vec<usize> = (0..=7).map(witness_quorum).collect();
+        assert_eq!(q, [0, 1, 2, 2, 2, 3, 4, 4]);
+        assert_eq!(witness_quorum(32), 21);
+        assert_eq!(expected_witnesses(0, 300), 32);
+        assert_eq!(expected_witnesses(0, 5), 5);
+        assert_eq!(expected_witnesses(3, 2), 2);
+        assert_eq!(checkpointer_count(10, 0), 0);
+        assert_eq!(checkpointer_count(0, 50), 0);
+        assert_eq!(checkpointer_count(3, 1), 1);
+        assert_eq!(checkpointer_count(10, 30), 3);
+        assert_eq!(checkpointer_count(10, 31), 4);
+        assert_eq!(verifier_count(9, 50), 4);
+        let r = sample_round();
+        // participants 0b1011_0111_1101: indices 0,2,3,4,5,6,8,9,11
+        let ords: Vec<Option<usize>> = (0..12).map(|i| ordinal(&r, i)).collect();
+        assert_eq!(
+            ords,
+            [
+                Some(0),
+                None,
+                Some(1),
+                Some(2),
+                Some(3),
+                Some(4),
+                Some(5),
+                None,
+                Some(6),
+                Some(7),
+                None,
+                Some(8)
+            ]
+        );
+        assert_eq!(ordinal(&r, 255), None);
+        assert_eq!(ordinal(&r, 256), None);
+    }
+}

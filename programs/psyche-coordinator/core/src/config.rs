@@ -1,0 +1,165 @@
+//! RunConfig (`config.py`): every knob of a run, stored in the canonical layout (72 bytes,
+//! `CONFIG_FORMAT = "<QQQQQQIIHHHHHBBB3x"`).
+
+use bytemuck::{Pod, Zeroable};
+
+use crate::constants::{MAX_CLIENTS, MAX_TIME_SECONDS, MAX_WARMUP_TOKENS, MAX_WITNESSES};
+use crate::error::CoordinatorError;
+
+/// Times are whole seconds; batch sizes count sequences of `max_seq_len` tokens.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct RunConfig {
+    /// Warmup: clients load the model before the first round.
+    pub warmup_time: u64,
+    /// Cooldown: checkpointers save/upload the model.
+    pub cooldown_time: u64,
+    /// RoundTrain ends by this at the latest.
+    pub max_round_train_time: u64,
+    /// RoundWitness: slack for late witnesses.
+    pub round_witness_time: u64,
+    /// After this the epoch drains and ends.
+    pub epoch_time: u64,
+    /// Tokens over which the batch size ramps from start to end.
+    pub global_batch_size_warmup_tokens: u64,
+    /// Steps trained over the run's lifetime.
+    pub total_steps: u32,
+    /// Tokens per sequence.
+    pub max_seq_len: u32,
+    /// Below this an epoch ends.
+    pub min_clients: u16,
+    /// Needed to start an epoch.
+    pub init_min_clients: u16,
+    /// Witnesses per round; 0 = every client, capped at 32.
+    pub witness_nodes: u16,
+    pub global_batch_size_start: u16,
+    pub global_batch_size_end: u16,
+    /// Share of each round's clients elected to verify, not train.
+    pub verification_percent: u8,
+    /// Share elected to checkpoint at cooldown; 0 = anyone may.
+    pub checkpointer_percent: u8,
+    /// Least time in WaitingForMembers before Warmup.
+    pub waiting_for_members_extra_time: u8,
+    /// Always zero.
+    pub _pad: [u8; 3],
+}
+
+const _: () = assert!(core::mem::size_of::<RunConfig>() == crate::constants::CONFIG_SIZE);
+const _: () = assert!(core::mem::align_of::<RunConfig>() == 8);
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+impl RunConfig {
+    /// The dataclass defaults of `RunConfig` (a missing key in `from_dict` takes these).
+    pub const DEFAULT: RunConfig = RunConfig {
+        warmup_time: 30,
+        cooldown_time: 10,
+        max_round_train_time: 30,
+        round_witness_time: 2,
+        epoch_time: 600,
+        global_batch_size_warmup_tokens: 0,
+        total_steps: 1000,
+        max_seq_len: 512,
+        min_clients: 1,
+        init_min_clients: 1,
+        witness_nodes: 0,
+        global_batch_size_start: 8,
+        global_batch_size_end: 8,
+        verification_percent: 0,
+        checkpointer_percent: 0,
+        waiting_for_members_extra_time: 3,
+        _pad: [0; 3],
+    };
+
+    /// The same rules as `RunConfig.validate`; every violation is `InvalidConfig`. The padding
+    /// must also be zero (it has no Python counterpart; a non-zero pad would not be canonical).
+    pub fn validate(&self) -> Result<(), CoordinatorError> {
+        let t = MAX_TIME_SECONDS;
+        let e = self.epoch_time;
+        let m = self.min_clients as usize;
+        let w = m.min(MAX_WITNESSES);
+        let s = self.global_batch_size_start;
+        let ok = (1..=t).contains(&self.epoch_time)
+            && self.warmup_time < e
+            && (1..=t).contains(&self.cooldown_time)
+            && (1..e).contains(&self.max_round_train_time)
+            && (1..=t).contains(&self.round_witness_time)
+            && self.global_batch_size_warmup_tokens <= MAX_WARMUP_TOKENS
+            && (1..=u32::MAX - 8).contains(&self.total_steps)
+            && self.max_seq_len >= 1
+            && (1..=MAX_CLIENTS).contains(&m)
+            && (m..=MAX_CLIENTS).contains(&(self.init_min_clients as usize))
+            && (self.witness_nodes as usize) <= w
+            && s >= 1
+            && self.global_batch_size_end >= s
+            && self.verification_percent <= 50
+            && self.checkpointer_percent <= 100
+            && self.waiting_for_members_extra_time >= 1
+            && self._pad == [0; 3];
+        if ok {
+            Ok(())
+        } else {
+            Err(CoordinatorError::InvalidConfig)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_is_valid_and_ranges_are_enforced() {
+        assert_eq!(RunConfig::DEFAULT.validate(), Ok(()));
+        let bad: [fn(&mut RunConfig); 17] = [
+            |c| c.epoch_time = 0,
+            |c| c.epoch_time = MAX_TIME_SECONDS + 1,
+            |c| c.warmup_time = c.epoch_time,
+            |c| c.cooldown_time = 0,
+            |c| c.max_round_train_time = c.epoch_time,
+            |c| c.round_witness_time = 0,
+            |c| c.global_batch_size_warmup_tokens = MAX_WARMUP_TOKENS + 1,
+            |c| c.total_steps = u32::MAX - 7,
+            |c| c.max_seq_len = 0,
+            |c| c.min_clients = 257,
+            |c| c.init_min_clients = 0,
+            |c| c.witness_nodes = 2,
+            |c| c.global_batch_size_start = 0,
+            |c| c.global_batch_size_end = 7,
+            |c| c.verification_percent = 51,
+            |c| c.checkpointer_percent = 101,
+            |c| c.waiting_for_members_extra_time = 0,
+        ];
+        for (i, f) in bad.iter().enumerate() {
+            let mut c = RunConfig::DEFAULT;
+            f(&mut c);
+            assert_eq!(
+                c.validate(),
+                Err(CoordinatorError::InvalidConfig),
+                "case {i}"
+            );
+        }
+        let mut c = RunConfig::DEFAULT;
+        c._pad[1] = 1;
+        assert_eq!(c.validate(), Err(CoordinatorError::InvalidConfig));
+        // upper edges that are allowed
+        let mut c = RunConfig::DEFAULT;
+        c.total_steps = u32::MAX - 8;
+        c.max_seq_len = u32::MAX;
+        c.min_clients = 256;
+        c.init_min_clients = 256;
+        c.witness_nodes = 32;
+        c.global_batch_size_end = u16::MAX;
+        c.epoch_time = MAX_TIME_SECONDS;
+        c.warmup_time = MAX_TIME_SECONDS - 1;
+        c.global_batch_size_warmup_tokens = MAX_WARMUP_TOKENS;
+        c.waiting_for_members_extra_time = u8::MAX;
+        c.checkpointer_percent = 100;
+        c.verification_percent = 50;
+        assert_eq!(c.validate(), Ok(()));
+    }
+}

@@ -1,0 +1,55 @@
+//! Protocol limits (`constants.py`). Every number here is part of the on-chain layout.
+
+/// Clients in one epoch, and joiners waiting for the next one.
+pub const MAX_CLIENTS: usize = 256;
+/// Witnesses stored per round.
+pub const MAX_WITNESSES: usize = 32;
+/// Ring of rounds: health checks look two rounds back.
+pub const NUM_STORED_ROUNDS: usize = 4;
+pub const RUN_ID_LEN: usize = 32;
+/// Checkpoint repo id and revision, NUL-padded UTF-8.
+pub const REPO_LEN: usize = 64;
+pub const MERKLE_ROOT_LEN: usize = 32;
+/// Signer and p2p identity keys.
+pub const KEY_LEN: usize = 32;
+
+/// Witness bloom filters: 11 slices of 369 bits (pybloom-live, capacity 256, error rate 0.0005).
+pub const BLOOM_CAPACITY: usize = 256;
+pub const BLOOM_SLICES: usize = 11;
+pub const BLOOM_BITS_PER_SLICE: usize = 369;
+pub const BLOOM_BITS: usize = BLOOM_SLICES * BLOOM_BITS_PER_SLICE; // 4059
+/// ceil(4059 / 8); the 5 trailing bits must be zero.
+pub const BLOOM_BYTES: usize = 508;
+
+/// Bounds that keep integer arithmetic inside u64 (no u128 on chain).
+pub const MAX_WARMUP_TOKENS: u64 = 1 << 44;
+/// Any single duration in the config.
+pub const MAX_TIME_SECONDS: u64 = 1 << 32;
+/// `now` must be below this (`apply` in coordinator.py).
+pub const MAX_TIME: u64 = 1 << 63;
+
+pub const WITNESS_SALT: &[u8] = b"witness";
+pub const COMMITTEE_SALT: &[u8] = b"committee";
+pub const CHECKPOINTER_SALT: &[u8] = b"checkpointer";
+pub const ROUND_SEED_DOMAIN: &[u8] = b"psyche-round-seed";
+pub const SHUFFLE_ROUND_COUNT: u8 = 90;
+
+/// Seed mixed into the verifier order (`assign_verifications`).
+pub const VERIFY_SEED_XOR: u64 = 0x5645_5249_4659_0000;
+
+/// Byte sizes of the canonical layout (`canonical.py`).
+pub const HEADER_SIZE: usize = 96;
+pub const CONFIG_SIZE: usize = 72;
+pub const CLIENT_SIZE: usize = 72;
+pub const WITNESS_SIZE: usize = 1056;
+pub const ROUND_SIZE: usize = 33848;
+pub const STATE_SIZE: usize = 172_552;
+
+pub const CONFIG_OFFSET: usize = HEADER_SIZE;
+pub const REPO_OFFSET: usize = CONFIG_OFFSET + CONFIG_SIZE;
+pub const CLIENTS_OFFSET: usize = REPO_OFFSET + 2 * REPO_LEN;
+pub const PENDING_OFFSET: usize = CLIENTS_OFFSET + MAX_CLIENTS * CLIENT_SIZE;
+pub const ROUNDS_OFFSET: usize = PENDING_OFFSET + MAX_CLIENTS * CLIENT_SIZE;
+
+const _: () = assert!(BLOOM_BITS == 4059 && BLOOM_BYTES == BLOOM_BITS.div_ceil(8));
+const _: () = assert!(ROUNDS_OFFSET + NUM_STORED_ROUNDS * ROUND_SIZE == STATE_SIZE);

@@ -1,0 +1,847 @@
+//! The coordinator state machine (`coordinator.py`), operating in place on the account data.
+//!
+//! Every operation takes the state, `now` (unix seconds from the caller: the server clock or the
+//! Clock sysvar on chain) and typed arguments, and returns `Result<(), CoordinatorError>`. Each
+//! one runs all of its checks, in the order of the Python core (the first failing check decides
+//! the error code), before it writes anything: a rejected operation leaves every byte as it was.
+//!
+//! Arguments that Python receives as `bytes` (keys, blooms, merkle root) are slices here, so the
+//! length checks happen inside the operation at the same point as in Python and yield the same
+//! code. `now >= 2^63` is `InvalidOperation`, as in `apply`.
+
+use crate::assignment::{batch_mask, round_batch_size};
+use crate::bloom::{check_bloom_bytes, count_containing};
+use crate::committee::{expected_witnesses, is_checkpointer, is_witness, witness_quorum};
+use crate::config::RunConfig;
+use crate::constants::*;
+use crate::error::CoordinatorError;
+use crate::shuffle::{sha256, u64_le};
+use crate::state::{
+    bit, popcount, zero, CheckpointKind, Client, ClientState, CoordinatorState, Round, RunState,
+};
+
+type Result<T = ()> = core::result::Result<T, CoordinatorError>;
+use CoordinatorError as E;
+
+/// A checkpoint as an argument (`Checkpoint` in Python): repo and revision as UTF-8 bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CheckpointArgs<'a> {
+    pub kind: CheckpointKind,
+    pub repo: &'a [u8],
+    pub revision: &'a [u8],
+}
+
+impl CheckpointArgs<'static> {
+    pub const DUMMY: CheckpointArgs<'static> = CheckpointArgs {
+        kind: CheckpointKind::Dummy,
+        repo: b"",
+        revision: b"",
+    };
+}
+
+// ---------------------------------------------------------------- helpers
+
+fn check_time(now: u64) -> Result {
+    if now >= MAX_TIME {
+        return Err(E::InvalidOperation);
+    }
+    Ok(())
+}
+
+/// `_key`: a 32-byte key, else `InvalidOperation`.
+fn key(value: &[u8]) -> Result<&[u8; KEY_LEN]> {
+    value.try_into().map_err(|_| E::InvalidOperation)
+}
+
+fn valid_fixed_str(raw: &[u8], max: usize) -> bool {
+    raw.len() <= max && !raw.contains(&0) && core::str::from_utf8(raw).is_ok()
+}
+
+/// `_check_checkpoint`: repo and revision at most 64 bytes of NUL-free UTF-8; Hub and P2P need
+/// a repo. Else `InvalidCheckpoint`.
+fn check_checkpoint(ck: &CheckpointArgs) -> Result {
+    let ok = valid_fixed_str(ck.repo, REPO_LEN) && valid_fixed_str(ck.revision, REPO_LEN);
+    if !ok || (ck.kind != CheckpointKind::Dummy && ck.repo.is_empty()) {
+        return Err(E::InvalidCheckpoint);
+    }
+    Ok(())
+}
+
+fn write_checkpoint(s: &mut CoordinatorState, kind: CheckpointKind, repo: &[u8], revision: &[u8]) {
+    s.header.checkpoint_kind = kind as u8;
+    s.checkpoint_repo.fill(0);
+    s.checkpoint_repo[..repo.len()].copy_from_slice(repo);
+    s.checkpoint_revision.fill(0);
+    s.checkpoint_revision[..revision.len()].copy_from_slice(revision);
+}
+
+/// At least one second must pass even for a zero duration, as in Psyche. (A sum past u64 is
+/// past any `now < 2^63`, so saturating is exact.)
+fn timed_out(s: &CoordinatorState, now: u64, duration: u64) -> bool {
+    let start = s.header.run_state_start;
+    now != start && now >= start.saturating_add(duration)
+}
+
+fn change_state(s: &mut CoordinatorState, now: u64, to: RunState) {
+    debug_assert_ne!(s.run_state(), to);
+    s.header.run_state = to as u8;
+    s.header.run_state_start = now;
+}
+
+/// First 8 bytes (LE) of sha256(domain || run_seed u64 LE || epoch u32 LE || step u32 LE ||
+/// now u64 LE).
+pub fn round_seed(s: &CoordinatorState, now: u64) -> u64 {
+    u64_le(&sha256(&[
+        ROUND_SEED_DOMAIN,
+        &s.header.run_seed.to_le_bytes(),
+        &s.header.epoch.to_le_bytes(),
+        &s.header.step.to_le_bytes(),
+        &now.to_le_bytes(),
+    ]))
+}
+
+fn remove_pending(s: &mut CoordinatorState, p: usize) {
+    let len = s.pending().len();
+    s.pending.copy_within(p + 1..len, p);
+    zero(&mut s.pending[len - 1]);
+    s.header.pending_len = (len - 1) as u16;
+}
+
+fn withdraw_all(s: &mut CoordinatorState) {
+    let n = s.clients().len();
+    for c in s.clients[..n].iter_mut() {
+        if c.is_healthy() {
+            c.state = ClientState::Withdrawn as u8;
+        }
+    }
+}
+
+/// `_sender`: the index of the healthy client at `index` whose signer is `signer`.
+fn sender(s: &CoordinatorState, signer: &[u8], index: u32) -> Result<usize> {
+    let signer = key(signer)?;
+    let index = index as usize;
+    if index >= s.clients().len() {
+        return Err(E::InvalidClientIndex);
+    }
+    let c = &s.clients[index];
+    if &c.signer != signer || !c.is_healthy() {
+        return Err(E::NotAClient);
+    }
+    Ok(index)
+}
+
+/// The checks of `_push_witness`.
+fn check_push_witness(rnd: &Round, index: usize) -> Result {
+    if rnd.witnesses().iter().any(|w| w.index as usize == index) {
+        return Err(E::DuplicateWitness);
+    }
+    if rnd.witnesses().len() >= MAX_WITNESSES {
+        return Err(E::WitnessesFull);
+    }
+    Ok(())
+}
+
+/// Appends a witness slot (zeroed, then filled by `fill`); call `check_push_witness` first.
+fn push_witness(rnd: &mut Round, index: usize, fill: impl FnOnce(&mut crate::state::Witness)) {
+    let slot = &mut rnd.witnesses[rnd.witnesses_len as usize];
+    zero(slot);
+    slot.index = index as u16;
+    fill(slot);
+    rnd.witnesses_len += 1;
+}
+
+// ---------------------------------------------------------------- phase changes
+
+fn start_waiting_for_members(s: &mut CoordinatorState, now: u64) {
+    let to = if s.header.step > s.config.total_steps {
+        RunState::Finished
+    } else {
+        RunState::WaitingForMembers
+    };
+    change_state(s, now, to);
+}
+
+fn start_epoch(s: &mut CoordinatorState, now: u64) {
+    if s.checkpoint_kind() == CheckpointKind::P2P {
+        let held = s.pending().iter().any(|p| {
+            s.clients()
+                .iter()
+                .any(|c| c.is_healthy() && c.signer == p.signer)
+        });
+        if !held {
+            // nobody who holds last epoch's model is here: fall back to the uploaded checkpoint
+            let kind = if s.repo().is_empty() {
+                CheckpointKind::Dummy
+            } else {
+                CheckpointKind::Hub
+            };
+            s.header.checkpoint_kind = kind as u8;
+        }
+    }
+    let joining = s.pending().len();
+    let old = s.clients().len();
+    for i in 0..joining {
+        s.clients[i] = s.pending[i];
+        s.clients[i].state = ClientState::Healthy as u8;
+        zero(&mut s.pending[i]);
+    }
+    for c in s.clients[joining..old.max(joining)].iter_mut() {
+        zero(c);
+    }
+    s.header.clients_len = joining as u16;
+    s.header.pending_len = 0;
+    for r in s.rounds.iter_mut() {
+        zero(r);
+    }
+    s.header.rounds_head = 0;
+    s.header.first_round = 1;
+    s.header.start_step = s.header.step;
+    s.header.last_step = 0;
+    s.header.epoch_start_timestamp = now;
+    change_state(s, now, RunState::Warmup);
+}
+
+fn start_round_train(s: &mut CoordinatorState, now: u64) {
+    let (head, height, data_index) = if s.header.first_round != 0 {
+        (0, 0, s.header.epoch_start_data_index)
+    } else {
+        let prev = s.current_round();
+        (
+            (s.head() + 1) % NUM_STORED_ROUNDS,
+            prev.height + 1,
+            prev.data_index + round_batch_size(&s.config, prev),
+        )
+    };
+    s.header.rounds_head = head as u32;
+    let seed = round_seed(s, now);
+    let mask = s.healthy_mask();
+    let r = &mut s.rounds[head];
+    zero(r);
+    r.height = height;
+    r.data_index = data_index;
+    r.random_seed = seed;
+    r.participants = mask;
+    r.participant_count = popcount(&mask) as u16;
+    change_state(s, now, RunState::RoundTrain);
+}
+
+fn end_round(s: &mut CoordinatorState, now: u64) {
+    s.header.first_round = 0;
+    s.header.step += 1;
+    let cur = s.current_round();
+    let witnesses = cur.witnesses().len();
+    if witnesses == 0 {
+        // nobody witnessed: the witnesses left or everyone did; the epoch cannot go on
+        withdraw_all(s);
+        change_state(s, now, RunState::Cooldown);
+        return;
+    }
+    let elected = expected_witnesses(s.config.witness_nodes, cur.participant_total());
+    let epoch_over = now
+        >= s.header
+            .epoch_start_timestamp
+            .saturating_add(s.config.epoch_time);
+    if s.header.last_step == 0 && (epoch_over || s.header.step > s.config.total_steps) {
+        // drain: two more rounds without training witness and apply the last results
+        s.header.last_step = s.header.step + 2;
+    }
+    let last = s.header.last_step;
+    if (last != 0 && s.header.step >= last)
+        || s.healthy_count() < s.config.min_clients as usize
+        || witnesses < witness_quorum(elected)
+        || s.header.pending_pause != 0
+    {
+        change_state(s, now, RunState::Cooldown);
+    } else {
+        start_round_train(s, now);
+    }
+}
+
+fn end_epoch(s: &mut CoordinatorState, now: u64) {
+    let cur = s.current_round();
+    s.header.epoch_start_data_index = cur.data_index + round_batch_size(&s.config, cur);
+    s.header.epoch += 1;
+    if matches!(
+        s.checkpoint_kind(),
+        CheckpointKind::Dummy | CheckpointKind::Hub
+    ) {
+        // the epoch's clients now hold the newest model; joiners fetch it from them
+        s.header.checkpoint_kind = CheckpointKind::P2P as u8;
+    }
+    if s.header.pending_pause != 0 {
+        withdraw_all(s);
+        s.header.pending_pause = 0;
+        change_state(s, now, RunState::Paused);
+    } else {
+        start_waiting_for_members(s, now);
+    }
+}
+
+// ---------------------------------------------------------------- operations
+
+/// A run as its creator makes it (Uninitialized until resumed), written over the whole account.
+/// `run_id`: 1 to 32 bytes of NUL-free UTF-8, else `InvalidRunId`; then `InvalidConfig`, then
+/// `InvalidCheckpoint`.
+pub fn new_run(
+    s: &mut CoordinatorState,
+    run_id: &[u8],
+    config: &RunConfig,
+    run_seed: u64,
+    checkpoint: &CheckpointArgs,
+) -> Result {
+    if run_id.is_empty() || !valid_fixed_str(run_id, RUN_ID_LEN) {
+        return Err(E::InvalidRunId);
+    }
+    config.validate()?;
+    check_checkpoint(checkpoint)?;
+    zero(s);
+    s.header.run_id[..run_id.len()].copy_from_slice(run_id);
+    s.header.run_seed = run_seed;
+    s.header.step = 1;
+    s.header.first_round = 1;
+    s.header.run_state = RunState::Uninitialized as u8;
+    s.config = *config;
+    write_checkpoint(s, checkpoint.kind, checkpoint.repo, checkpoint.revision);
+    Ok(())
+}
+
+pub fn tick(s: &mut CoordinatorState, now: u64) -> Result {
+    check_time(now)?;
+    let st = s.run_state();
+    if st.halted() {
+        return Err(E::Halted);
+    }
+    let cfg = s.config;
+    match st {
+        RunState::WaitingForMembers => {
+            if s.pending().len() >= cfg.init_min_clients as usize
+                && timed_out(s, now, cfg.waiting_for_members_extra_time as u64)
+            {
+                start_epoch(s, now);
+            }
+        }
+        RunState::Warmup => {
+            if s.healthy_count() < cfg.min_clients as usize {
+                start_waiting_for_members(s, now);
+            } else if timed_out(s, now, cfg.warmup_time) {
+                start_round_train(s, now);
+            }
+        }
+        RunState::RoundTrain => {
+            if timed_out(s, now, cfg.max_round_train_time) {
+                change_state(s, now, RunState::RoundWitness);
+            }
+        }
+        RunState::RoundWitness => {
+            if timed_out(s, now, cfg.round_witness_time) {
+                end_round(s, now);
+            }
+        }
+        RunState::Cooldown => {
+            if timed_out(s, now, cfg.cooldown_time) {
+                end_epoch(s, now);
+            }
+        }
+        RunState::Uninitialized | RunState::Finished | RunState::Paused => {}
+    }
+    Ok(())
+}
+
+/// Register for the next epoch. A client takes part in one epoch per join.
+pub fn join(s: &mut CoordinatorState, now: u64, signer: &[u8], p2p_identity: &[u8]) -> Result {
+    check_time(now)?;
+    let signer = key(signer)?;
+    let p2p_identity = key(p2p_identity)?;
+    if s.run_state() == RunState::Finished {
+        return Err(E::RunFinished);
+    }
+    if s.pending_index(signer).is_some() {
+        return Err(E::AlreadyJoined);
+    }
+    let n = s.pending().len();
+    if n >= MAX_CLIENTS {
+        return Err(E::ClientsFull);
+    }
+    if n >= s.config.global_batch_size_end as usize {
+        return Err(E::MoreClientsThanBatches);
+    }
+    s.pending[n] = Client {
+        signer: *signer,
+        p2p_identity: *p2p_identity,
+        state: ClientState::Healthy as u8,
+        _pad: [0; 7],
+    };
+    s.header.pending_len = (n + 1) as u16;
+    Ok(())
+}
+
+/// Leave: drop out of the next epoch and, if healthy in this one, out of it too.
+pub fn withdraw(s: &mut CoordinatorState, now: u64, signer: &[u8]) -> Result {
+    check_time(now)?;
+    let signer = key(signer)?;
+    if s.run_state() == RunState::Finished {
+        return Err(E::RunFinished);
+    }
+    let p = s.pending_index(signer);
+    let i = s
+        .client_index(signer)
+        .filter(|&i| s.clients[i].is_healthy());
+    if p.is_none() && i.is_none() {
+        return Err(E::InvalidWithdraw);
+    }
+    if let Some(p) = p {
+        remove_pending(s, p);
+    }
+    if let Some(i) = i {
+        s.clients[i].state = ClientState::Withdrawn as u8;
+    }
+    Ok(())
+}
+
+/// A client says it has the model loaded; once all (up to 32) have, training starts.
+pub fn warmup_witness(s: &mut CoordinatorState, now: u64, signer: &[u8], index: u32) -> Result {
+    check_time(now)?;
+    let st = s.run_state();
+    if st.halted() {
+        return Err(E::Halted);
+    }
+    if st == RunState::RoundTrain && s.current_round().height == 0 {
+        sender(s, signer, index)?;
+        return Ok(()); // a late warmup witness: training already started, nothing to do
+    }
+    if st != RunState::Warmup {
+        return Err(E::InvalidRunState);
+    }
+    let index = sender(s, signer, index)?;
+    check_push_witness(s.current_round(), index)?;
+    push_witness(s.current_round_mut(), index, |_| {});
+    let healthy = s.healthy_count();
+    let witnesses = s.current_round().witnesses().len();
+    if healthy >= s.config.min_clients as usize && witnesses >= healthy.min(MAX_WITNESSES) {
+        start_round_train(s, now); // below min_clients the next tick ends the warmup instead
+    }
+    Ok(())
+}
+
+/// An elected witness reports what it received: blooms of trainers and of commitments.
+#[allow(clippy::too_many_arguments)]
+pub fn witness(
+    s: &mut CoordinatorState,
+    now: u64,
+    signer: &[u8],
+    index: u32,
+    step: u32,
+    participant_bloom: &[u8],
+    broadcast_bloom: &[u8],
+    broadcast_merkle: &[u8],
+) -> Result {
+    check_time(now)?;
+    let st = s.run_state();
+    if st.halted() {
+        return Err(E::Halted);
+    }
+    if !matches!(st, RunState::RoundTrain | RunState::RoundWitness) {
+        return Err(E::InvalidRunState);
+    }
+    if step != s.header.step {
+        return Err(E::InvalidRunState);
+    }
+    let index = sender(s, signer, index)?;
+    let witness_nodes = s.config.witness_nodes;
+    let cur = s.current_round();
+    if !is_witness(cur, witness_nodes, index) {
+        return Err(E::NotAWitness);
+    }
+    let participant_bloom = check_bloom_bytes(participant_bloom)?;
+    let broadcast_bloom = check_bloom_bytes(broadcast_bloom)?;
+    let broadcast_merkle: &[u8; MERKLE_ROOT_LEN] = broadcast_merkle
+        .try_into()
+        .map_err(|_| E::InvalidOperation)?;
+    check_push_witness(cur, index)?;
+    let elected = expected_witnesses(witness_nodes, cur.participant_total());
+    let cur = s.current_round_mut();
+    push_witness(cur, index, |w| {
+        w.broadcast_merkle = *broadcast_merkle;
+        w.participant_bloom = *participant_bloom;
+        w.broadcast_bloom = *broadcast_bloom;
+    });
+    if st == RunState::RoundTrain && cur.witnesses().len() >= elected {
+        // opportunistic witnessing: every elected witness has all results, no need to wait
+        change_state(s, now, RunState::RoundWitness);
+    }
+    Ok(())
+}
+
+/// How many of a round's witnesses received a result from this signer.
+pub fn trainer_score(rnd: &Round, signer: &[u8; KEY_LEN]) -> usize {
+    count_containing(rnd.witnesses().iter().map(|w| &w.participant_bloom), signer)
+}
+
+/// What the health of every client is judged against: which clients had a batch two rounds back
+/// (in a round that trained) and the quorum of the round after.
+struct HealthView {
+    judged: bool,
+    had_batch: [u8; MAX_CLIENTS / 8],
+    quorum: usize,
+}
+
+fn health_view(s: &CoordinatorState) -> HealthView {
+    let mut view = HealthView {
+        judged: false,
+        had_batch: [0; MAX_CLIENTS / 8],
+        quorum: 0,
+    };
+    if let (Some(trained), Some(witnessed)) = (s.round_back(2), s.round_back(1)) {
+        if s.round_trains(trained) {
+            view.judged = true;
+            view.had_batch = batch_mask(&s.config, trained);
+            let elected = expected_witnesses(s.config.witness_nodes, witnessed.participant_total());
+            view.quorum = witness_quorum(elected);
+        }
+    }
+    view
+}
+
+fn healthy_in(s: &CoordinatorState, view: &HealthView, index: usize) -> bool {
+    if !view.judged || !bit(&view.had_batch, index) {
+        return true;
+    }
+    match s.round_back(1) {
+        Some(witnessed) => trainer_score(witnessed, &s.clients[index].signer) >= view.quorum,
+        None => true,
+    }
+}
+
+/// Healthy unless the client had a batch two rounds back and the witnesses of the round after
+/// (who received that round's results) fall short of a quorum in vouching for it.
+pub fn is_healthy(s: &CoordinatorState, index: usize) -> bool {
+    healthy_in(s, &health_view(s), index)
+}
+
+/// A client names peers that did not deliver; if the witnesses agree, they are dropped.
+pub fn health_check(
+    s: &mut CoordinatorState,
+    now: u64,
+    signer: &[u8],
+    index: u32,
+    targets: &[u16],
+) -> Result {
+    check_time(now)?;
+    let st = s.run_state();
+    if st.halted() {
+        return Err(E::Halted);
+    }
+    if !matches!(st, RunState::RoundTrain | RunState::RoundWitness) {
+        return Err(E::InvalidRunState);
+    }
+    sender(s, signer, index)?;
+    if s.round_back(2).is_none() {
+        return Err(E::InvalidHealthCheck);
+    }
+    if targets.is_empty() || targets.len() > MAX_CLIENTS {
+        return Err(E::InvalidHealthCheck);
+    }
+    let view = health_view(s);
+    let n = s.clients().len();
+    for &t in targets {
+        let t = t as usize;
+        if t >= n {
+            return Err(E::InvalidClientIndex);
+        }
+        if healthy_in(s, &view, t) {
+            return Err(E::InvalidHealthCheck);
+        }
+    }
+    for &t in targets {
+        let t = t as usize;
+        if s.clients[t].is_healthy() {
+            s.clients[t].state = ClientState::Dropped as u8;
+            // pending signers are unique (join refuses duplicates): at most one to remove
+            let signer = s.clients[t].signer;
+            if let Some(p) = s.pending_index(&signer) {
+                remove_pending(s, p);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A checkpointer uploaded the model to `repo`: joiners can load it when no peer has it.
+pub fn checkpoint(
+    s: &mut CoordinatorState,
+    now: u64,
+    signer: &[u8],
+    index: u32,
+    repo: &[u8],
+    revision: &[u8],
+) -> Result {
+    check_time(now)?;
+    if s.run_state().halted() {
+        return Err(E::Halted);
+    }
+    let index = sender(s, signer, index)?;
+    let percent = s.config.checkpointer_percent;
+    let cur = s.current_round();
+    if percent != 0 && cur.participants.iter().all(|&b| b == 0) {
+        // a new epoch's Warmup has no round yet to elect checkpointers from
+        return Err(E::NotACheckpointer);
+    }
+    if !is_checkpointer(cur, percent, index) {
+        return Err(E::NotACheckpointer);
+    }
+    if repo.is_empty() {
+        return Err(E::InvalidCheckpoint);
+    }
+    let kind = s.checkpoint_kind();
+    check_checkpoint(&CheckpointArgs {
+        kind,
+        repo,
+        revision,
+    })?;
+    write_checkpoint(s, kind, repo, revision);
+    Ok(())
+}
+
+pub fn pause(s: &mut CoordinatorState, now: u64) -> Result {
+    check_time(now)?;
+    let st = s.run_state();
+    if st.halted() {
+        return Err(E::Halted);
+    }
+    if st.active() {
+        s.header.pending_pause = 1; // finish the round, then cooldown, then pause
+    } else {
+        withdraw_all(s);
+        change_state(s, now, RunState::Paused);
+    }
+    Ok(())
+}
+
+pub fn resume(s: &mut CoordinatorState, now: u64) -> Result {
+    check_time(now)?;
+    if !matches!(s.run_state(), RunState::Paused | RunState::Uninitialized) {
+        return Err(E::CannotResume);
+    }
+    start_waiting_for_members(s, now);
+    Ok(())
+}
+
+/// The run authority changes the config or the model source while the run is halted.
+pub fn update(
+    s: &mut CoordinatorState,
+    now: u64,
+    config: Option<&RunConfig>,
+    checkpoint: Option<&CheckpointArgs>,
+) -> Result {
+    check_time(now)?;
+    let st = s.run_state();
+    if st == RunState::Finished {
+        return Err(E::RunFinished);
+    }
+    if !st.halted() {
+        return Err(E::UpdateNotHalted);
+    }
+    if let Some(config) = config {
+        config.validate()?;
+    }
+    if let Some(ck) = checkpoint {
+        check_checkpoint(ck)?;
+    }
+    if let Some(config) = config {
+        s.config = *config;
+    }
+    if let Some(ck) = checkpoint {
+        write_checkpoint(s, ck.kind, ck.repo, ck.revision);
+    }
+    Ok(())
+}
+
+/// The earliest time at which `tick` could change the state, or None if only another operation
+/// can (halted, or waiting for more joins). Clients and servers tick when it is due.
+pub fn tick_deadline(s: &CoordinatorState) -> Option<u64> {
+    let cfg = &s.config;
+    let start = s.header.run_state_start;
+    let duration = match s.run_state() {
+        RunState::WaitingForMembers => {
+            if s.pending().len() < cfg.init_min_clients as usize {
+                return None;
+            }
+            cfg.waiting_for_members_extra_time as u64
+        }
+        RunState::Warmup => {
+            if s.healthy_count() < cfg.min_clients as usize {
+                return Some(start);
+            }
+            cfg.warmup_time
+        }
+        RunState::RoundTrain => cfg.max_round_train_time,
+        RunState::RoundWitness => cfg.round_witness_time,
+        RunState::Cooldown => cfg.cooldown_time,
+        RunState::Uninitialized | RunState::Finished | RunState::Paused => return None,
+    };
+    Some(start.saturating_add(duration.max(1)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fresh() -> Vec<u64> {
+        vec![0u64; STATE_SIZE / 8]
+    }
+
+    fn st(buf: &mut [u64]) -> &mut CoordinatorState {
+        bytemuck::from_bytes_mut(bytemuck::cast_slice_mut(buf))
+    }
+
+    #[test]
+    fn new_run_and_round_seed_known_answers_from_python() {
+        let mut buf = fresh();
+        let s = st(&mut buf);
+        new_run(
+            s,
+            b"seed-test",
+            &RunConfig::DEFAULT,
+            1234567890123456789,
+            &CheckpointArgs::DUMMY,
+        )
+        .unwrap();
+        // state_hash(new_run("seed-test", RunConfig(), 1234567890123456789))
+        assert_eq!(
+            hex::encode(crate::state::state_hash(s)),
+            "49e8b6814011e2fffa34be9296df35c0dca6bd1ff0ed55271b1a40d5e32092da"
+        );
+        s.header.epoch = 7;
+        s.header.step = 42;
+        assert_eq!(
+            hex::encode(crate::state::state_hash(s)),
+            "8eecc30470bcbb381f83d4d73899b71afeb549a630cd4a1e6c5caf31886e1b4c"
+        );
+        assert_eq!(round_seed(s, 1700000123), 13452663378481529829);
+    }
+
+    #[test]
+    fn new_run_rejects_bad_ids_config_and_checkpoint() {
+        let mut buf = fresh();
+        let s = st(&mut buf);
+        let c = RunConfig::DEFAULT;
+        let d = CheckpointArgs::DUMMY;
+        assert_eq!(new_run(s, b"", &c, 0, &d), Err(E::InvalidRunId));
+        assert_eq!(new_run(s, &[b'a'; 33], &c, 0, &d), Err(E::InvalidRunId));
+        assert_eq!(new_run(s, b"a\0b", &c, 0, &d), Err(E::InvalidRunId));
+        assert_eq!(new_run(s, b"\xff", &c, 0, &d), Err(E::InvalidRunId));
+        let mut bad = c;
+        bad.epoch_time = 0;
+        assert_eq!(new_run(s, b"x", &bad, 0, &d), Err(E::InvalidConfig));
+        let hub = CheckpointArgs {
+            kind: CheckpointKind::Hub,
+            repo: b"",
+            revision: b"",
+        };
+        assert_eq!(new_run(s, b"x", &c, 0, &hub), Err(E::InvalidCheckpoint));
+        assert!(
+            s.as_bytes().iter().all(|&b| b == 0),
+            "rejected new_run wrote"
+        );
+        assert_eq!(new_run(s, &[b'a'; 32], &c, 0, &d), Ok(()));
+        assert_eq!(tick(s, 0), Err(E::Halted));
+        assert_eq!(resume(s, MAX_TIME), Err(E::InvalidOperation));
+        assert_eq!(resume(s, 5), Ok(()));
+        assert_eq!(s.run_state(), RunState::WaitingForMembers);
+        assert_eq!(tick_deadline(s), None);
+    }
+
+    /// A RoundTrain state at height 2 with one healthy client (signer [7; 32]) and no batches.
+    fn round_two(buf: &mut [u64]) -> &mut CoordinatorState {
+        let s = st(buf);
+        new_run(s, b"r", &RunConfig::DEFAULT, 1, &CheckpointArgs::DUMMY).unwrap();
+        s.header.run_state = RunState::RoundTrain as u8;
+        s.header.clients_len = 1;
+        s.clients[0].signer = [7; 32];
+        s.header.rounds_head = 2;
+        s.rounds[2].height = 2;
+        s.rounds[1].height = 1;
+        s
+    }
+
+    #[test]
+    fn health_check_target_list_bounds() {
+        let mut buf = fresh();
+        let s = round_two(&mut buf);
+        let before = s.as_bytes().to_vec();
+        let signer = [7u8; 32];
+        assert_eq!(
+            health_check(s, 9, &signer, 0, &[0; 257]),
+            Err(E::InvalidHealthCheck)
+        );
+        assert_eq!(
+            health_check(s, 9, &signer, 0, &[]),
+            Err(E::InvalidHealthCheck)
+        );
+        assert_eq!(
+            health_check(s, 9, &signer, 0, &[1]),
+            Err(E::InvalidClientIndex)
+        );
+        // 256 targets pass the length check and reach the per-target checks: client 0 had no
+        // batch two rounds back, so it is healthy
+        assert_eq!(
+            health_check(s, 9, &signer, 0, &[0; 256]),
+            Err(E::InvalidHealthCheck)
+        );
+        assert_eq!(
+            health_check(s, 9, &signer[..31], 0, &[0]),
+            Err(E::InvalidOperation)
+        );
+        assert_eq!(
+            health_check(s, 9, &signer, 1, &[0]),
+            Err(E::InvalidClientIndex)
+        );
+        assert_eq!(health_check(s, 9, &[8; 32], 0, &[0]), Err(E::NotAClient));
+        s.rounds[2].height = 1;
+        assert_eq!(
+            health_check(s, 9, &signer, 0, &[0]),
+            Err(E::InvalidHealthCheck)
+        );
+        s.rounds[2].height = 2;
+        assert_eq!(s.as_bytes(), &before[..]);
+    }
+
+    #[test]
+    fn drain_rounds_do_not_train() {
+        // round_trains: last_step == 0 or start_step + height < last_step - 2
+        let mut buf = fresh();
+        let s = round_two(&mut buf);
+        s.header.start_step = 5;
+        let mut r = Box::new(<Round as bytemuck::Zeroable>::zeroed());
+        for height in 0..10u32 {
+            r.height = height;
+            s.header.last_step = 0;
+            assert!(s.round_trains(&r));
+            s.header.last_step = 10; // steps 5, 6, 7 train; 8 and 9 are the drain
+            assert_eq!(s.round_trains(&r), 5 + height < 8, "height {height}");
+        }
+    }
+
+    #[test]
+    fn tick_deadline_per_state() {
+        let mut buf = fresh();
+        let s = st(&mut buf);
+        let mut c = RunConfig::DEFAULT;
+        c.warmup_time = 0;
+        new_run(s, b"r", &c, 1, &CheckpointArgs::DUMMY).unwrap();
+        assert_eq!(tick_deadline(s), None); // Uninitialized
+        resume(s, 100).unwrap();
+        assert_eq!(tick_deadline(s), None); // WaitingForMembers, nobody joined
+        join(s, 100, &[1; 32], &[2; 32]).unwrap();
+        assert_eq!(tick_deadline(s), Some(103));
+        tick(s, 103).unwrap();
+        assert_eq!(s.run_state(), RunState::Warmup);
+        assert_eq!(tick_deadline(s), Some(104)); // warmup_time 0: one second at least
+        withdraw(s, 103, &[1; 32]).unwrap();
+        assert_eq!(tick_deadline(s), Some(103)); // below min_clients: due now
+        tick(s, 103).unwrap();
+        assert_eq!(s.run_state(), RunState::WaitingForMembers);
+        pause(s, 104).unwrap();
+        assert_eq!(tick_deadline(s), None);
+    }
+}

@@ -1,0 +1,445 @@
+//! Coordinator state (`state.py`) stored directly in the canonical layout of `canonical.py`:
+//!
+//! ```text
+//!   header   0..96     run_id[32] run_seed:u64 run_state_start:u64 epoch_start_timestamp:u64
+//!                      epoch_start_data_index:u64 epoch:u32 step:u32 start_step:u32 last_step:u32
+//!                      rounds_head:u32 clients_len:u16 pending_len:u16 run_state:u8 first_round:u8
+//!                      pending_pause:u8 checkpoint_kind:u8 _pad[4]
+//!   config   96..168   RunConfig
+//!   repo     168..296  checkpoint_repo[64] checkpoint_revision[64]
+//!   clients  296..     [Client; 256]  signer[32] p2p_identity[32] state:u8 _pad[7]   (72 each)
+//!   pending            [Client; 256]
+//!   rounds             [Round; 4]  height:u32 participant_count:u16 witnesses_len:u16
+//!                      data_index:u64 random_seed:u64 participants[32] (bit i = client i, LSB first)
+//!                      [Witness; 32]  index:u16 _pad[6] broadcast_merkle[32]
+//!                                     participant_bloom[508] broadcast_bloom[508]   (1056 each)
+//! ```
+//!
+//! Unused client, round and witness slots are all zero; the code keeps them so (it zeroes a slot
+//! whenever a list shrinks or a round is replaced), which is what makes the state hash of a Rust
+//! state equal the Python one. The state hash is SHA-256 of these bytes.
+
+use bytemuck::{Pod, Zeroable};
+use sha2::{Digest, Sha256};
+
+use crate::config::RunConfig;
+use crate::constants::*;
+
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunState {
+    Uninitialized = 0,
+    WaitingForMembers = 1,
+    Warmup = 2,
+    RoundTrain = 3,
+    RoundWitness = 4,
+    Cooldown = 5,
+    Finished = 6,
+    Paused = 7,
+}
+
+impl RunState {
+    pub const fn from_u8(v: u8) -> Option<Self> {
+        Some(match v {
+            0 => Self::Uninitialized,
+            1 => Self::WaitingForMembers,
+            2 => Self::Warmup,
+            3 => Self::RoundTrain,
+            4 => Self::RoundWitness,
+            5 => Self::Cooldown,
+            6 => Self::Finished,
+            7 => Self::Paused,
+            _ => return None,
+        })
+    }
+
+    pub const fn halted(self) -> bool {
+        matches!(self, Self::Uninitialized | Self::Finished | Self::Paused)
+    }
+
+    pub const fn active(self) -> bool {
+        matches!(self, Self::RoundTrain | Self::RoundWitness | Self::Cooldown)
+    }
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Uninitialized => "Uninitialized",
+            Self::WaitingForMembers => "WaitingForMembers",
+            Self::Warmup => "Warmup",
+            Self::RoundTrain => "RoundTrain",
+            Self::RoundWitness => "RoundWitness",
+            Self::Cooldown => "Cooldown",
+            Self::Finished => "Finished",
+            Self::Paused => "Paused",
+        }
+    }
+}
+
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientState {
+    Healthy = 0,
+    /// Removed by a health check.
+    Dropped = 1,
+    /// Left (disconnect, pause, or an epoch without witnesses).
+    Withdrawn = 2,
+}
+
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CheckpointKind {
+    /// No source: the model is initialized from the run seed.
+    Dummy = 0,
+    /// Load from the checkpoint repo.
+    Hub = 1,
+    /// Load from the peers that trained the last epoch.
+    P2P = 2,
+}
+
+impl CheckpointKind {
+    pub const fn from_u8(v: u8) -> Option<Self> {
+        Some(match v {
+            0 => Self::Dummy,
+            1 => Self::Hub,
+            2 => Self::P2P,
+            _ => return None,
+        })
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "Dummy" => Self::Dummy,
+            "Hub" => Self::Hub,
+            "P2P" => Self::P2P,
+            _ => return None,
+        })
+    }
+}
+
+/// The first 96 bytes of the state.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct StateHeader {
+    /// NUL-padded UTF-8, 1 to 32 bytes, no NUL inside.
+    pub run_id: [u8; RUN_ID_LEN],
+    pub run_seed: u64,
+    /// Unix seconds when `run_state` was entered.
+    pub run_state_start: u64,
+    pub epoch_start_timestamp: u64,
+    pub epoch_start_data_index: u64,
+    pub epoch: u32,
+    /// The step the current (or next) round trains; step 1 is the first.
+    pub step: u32,
+    /// Step of the epoch's first round.
+    pub start_step: u32,
+    /// 0 until the epoch starts draining; then the step that ends it.
+    pub last_step: u32,
+    pub rounds_head: u32,
+    pub clients_len: u16,
+    pub pending_len: u16,
+    /// A [`RunState`].
+    pub run_state: u8,
+    pub first_round: u8,
+    pub pending_pause: u8,
+    /// A [`CheckpointKind`].
+    pub checkpoint_kind: u8,
+    pub _pad: [u8; 4],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct Client {
+    /// 32-byte ed25519 public key that signs this client's operations.
+    pub signer: [u8; KEY_LEN],
+    /// 32-byte key of its peer-to-peer endpoint.
+    pub p2p_identity: [u8; KEY_LEN],
+    /// A [`ClientState`].
+    pub state: u8,
+    pub _pad: [u8; 7],
+}
+
+impl Client {
+    pub fn is_healthy(&self) -> bool {
+        self.state == ClientState::Healthy as u8
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
+pub struct Witness {
+    /// The witness's index in `clients`.
+    pub index: u16,
+    pub _pad: [u8; 6],
+    pub broadcast_merkle: [u8; MERKLE_ROOT_LEN],
+    /// Signers whose results it received and verified.
+    pub participant_bloom: [u8; BLOOM_BYTES],
+    /// Commitments of those results.
+    pub broadcast_bloom: [u8; BLOOM_BYTES],
+}
+
+// Pod requires Copy, so Clone is derived; nothing copies this by value (the core works
+// through &mut on the account bytes), so that generated method's frame is never used.
+#[allow(clippy::large_stack_frames)]
+#[repr(C)]
+#[derive(Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
+pub struct Round {
+    /// Rounds since the epoch started.
+    pub height: u32,
+    /// Popcount of `participants`.
+    pub participant_count: u16,
+    pub witnesses_len: u16,
+    /// First sequence of this round's batch.
+    pub data_index: u64,
+    pub random_seed: u64,
+    /// Bitmask over `clients` indices (bit i = byte i/8, bit i%8): who takes part in this round.
+    pub participants: [u8; MAX_CLIENTS / 8],
+    pub witnesses: [Witness; MAX_WITNESSES],
+}
+
+/// The whole account: 172,552 bytes.
+// Pod requires Copy, so Clone is derived; nothing copies this by value (the core works
+// through &mut on the account bytes), so that generated method's frame is never used.
+#[allow(clippy::large_stack_frames)]
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+pub struct CoordinatorState {
+    pub header: StateHeader,
+    pub config: RunConfig,
+    pub checkpoint_repo: [u8; REPO_LEN],
+    pub checkpoint_revision: [u8; REPO_LEN],
+    /// This epoch's clients; indices are stable within an epoch.
+    pub clients: [Client; MAX_CLIENTS],
+    /// Joined for the next epoch.
+    pub pending: [Client; MAX_CLIENTS],
+    pub rounds: [Round; NUM_STORED_ROUNDS],
+}
+
+const _: () = assert!(core::mem::size_of::<StateHeader>() == HEADER_SIZE);
+const _: () = assert!(core::mem::size_of::<RunConfig>() == CONFIG_SIZE);
+const _: () = assert!(core::mem::size_of::<Client>() == CLIENT_SIZE);
+const _: () = assert!(core::mem::size_of::<Witness>() == WITNESS_SIZE);
+const _: () = assert!(core::mem::size_of::<Round>() == ROUND_SIZE);
+const _: () = assert!(core::mem::size_of::<CoordinatorState>() == STATE_SIZE);
+const _: () = assert!(core::mem::offset_of!(CoordinatorState, config) == CONFIG_OFFSET);
+const _: () = assert!(core::mem::offset_of!(CoordinatorState, checkpoint_repo) == REPO_OFFSET);
+const _: () = assert!(core::mem::offset_of!(CoordinatorState, clients) == CLIENTS_OFFSET);
+const _: () = assert!(core::mem::offset_of!(CoordinatorState, pending) == PENDING_OFFSET);
+const _: () = assert!(core::mem::offset_of!(CoordinatorState, rounds) == ROUNDS_OFFSET);
+const _: () = assert!(core::mem::offset_of!(Round, witnesses) == 56);
+const _: () = assert!(core::mem::align_of::<CoordinatorState>() == 8);
+
+/// Sets a whole Pod value to zero in place (never builds a large temporary on the stack).
+pub(crate) fn zero<T: Pod>(value: &mut T) {
+    bytemuck::bytes_of_mut(value).fill(0);
+}
+
+pub(crate) fn popcount(mask: &[u8; MAX_CLIENTS / 8]) -> usize {
+    mask.iter().map(|b| b.count_ones() as usize).sum()
+}
+
+pub(crate) fn bit(mask: &[u8; MAX_CLIENTS / 8], i: usize) -> bool {
+    i < MAX_CLIENTS && (mask[i / 8] >> (i % 8)) & 1 == 1
+}
+
+pub(crate) fn set_bit(mask: &mut [u8; MAX_CLIENTS / 8], i: usize) {
+    mask[i / 8] |= 1 << (i % 8);
+}
+
+/// The bytes of a NUL-padded fixed string, without the padding.
+pub(crate) fn fixed_str(raw: &[u8]) -> &[u8] {
+    let end = raw.iter().rposition(|&b| b != 0).map_or(0, |p| p + 1);
+    &raw[..end]
+}
+
+impl Round {
+    /// Number of participants (the popcount of the bitmask).
+    pub fn participant_total(&self) -> usize {
+        popcount(&self.participants)
+    }
+
+    pub fn is_participant(&self, client_index: usize) -> bool {
+        bit(&self.participants, client_index)
+    }
+
+    pub fn witnesses(&self) -> &[Witness] {
+        &self.witnesses[..(self.witnesses_len as usize).min(MAX_WITNESSES)]
+    }
+
+    /// The `participant_indices()` of the round, in index order, into `out`; returns the count.
+    pub fn participant_indices(&self, out: &mut [u8; MAX_CLIENTS]) -> usize {
+        let mut n = 0;
+        for i in 0..MAX_CLIENTS {
+            if self.is_participant(i) {
+                out[n] = i as u8;
+                n += 1;
+            }
+        }
+        n
+    }
+}
+
+impl CoordinatorState {
+    /// The run state; a byte that is no `RunState` (never written by this crate) reads as
+    /// `Uninitialized`, which every operation but `resume`/`join`/`withdraw`/`update` refuses.
+    pub fn run_state(&self) -> RunState {
+        RunState::from_u8(self.header.run_state).unwrap_or(RunState::Uninitialized)
+    }
+
+    /// The checkpoint kind; an unknown byte (never written by this crate) reads as `Dummy`.
+    pub fn checkpoint_kind(&self) -> CheckpointKind {
+        CheckpointKind::from_u8(self.header.checkpoint_kind).unwrap_or(CheckpointKind::Dummy)
+    }
+
+    pub fn run_id(&self) -> &[u8] {
+        fixed_str(&self.header.run_id)
+    }
+
+    pub fn repo(&self) -> &[u8] {
+        fixed_str(&self.checkpoint_repo)
+    }
+
+    pub fn revision(&self) -> &[u8] {
+        fixed_str(&self.checkpoint_revision)
+    }
+
+    pub fn clients(&self) -> &[Client] {
+        &self.clients[..(self.header.clients_len as usize).min(MAX_CLIENTS)]
+    }
+
+    pub fn pending(&self) -> &[Client] {
+        &self.pending[..(self.header.pending_len as usize).min(MAX_CLIENTS)]
+    }
+
+    pub fn head(&self) -> usize {
+        self.header.rounds_head as usize % NUM_STORED_ROUNDS
+    }
+
+    pub fn current_round(&self) -> &Round {
+        &self.rounds[self.head()]
+    }
+
+    pub fn current_round_mut(&mut self) -> &mut Round {
+        let head = self.head();
+        &mut self.rounds[head]
+    }
+
+    /// The round k rounds before the current one in this epoch, or None.
+    pub fn round_back(&self, k: usize) -> Option<&Round> {
+        if (self.current_round().height as usize) < k {
+            return None;
+        }
+        let i = (self.head() + NUM_STORED_ROUNDS - k % NUM_STORED_ROUNDS) % NUM_STORED_ROUNDS;
+        Some(&self.rounds[i])
+    }
+
+    pub fn round_step(&self, rnd: &Round) -> u64 {
+        self.header.start_step as u64 + rnd.height as u64
+    }
+
+    /// Whether trainers train in this round: not in the two drain rounds that end an epoch.
+    pub fn round_trains(&self, rnd: &Round) -> bool {
+        let last = self.header.last_step as u64;
+        // round_step < last_step - 2, without underflow
+        last == 0 || self.round_step(rnd) + 2 < last
+    }
+
+    pub fn client_index(&self, signer: &[u8; KEY_LEN]) -> Option<usize> {
+        self.clients().iter().position(|c| &c.signer == signer)
+    }
+
+    pub fn pending_index(&self, signer: &[u8; KEY_LEN]) -> Option<usize> {
+        self.pending().iter().position(|c| &c.signer == signer)
+    }
+
+    pub fn healthy_count(&self) -> usize {
+        self.clients().iter().filter(|c| c.is_healthy()).count()
+    }
+
+    pub fn healthy_mask(&self) -> [u8; MAX_CLIENTS / 8] {
+        let mut mask = [0u8; MAX_CLIENTS / 8];
+        for (i, c) in self.clients().iter().enumerate() {
+            if c.is_healthy() {
+                set_bit(&mut mask, i);
+            }
+        }
+        mask
+    }
+
+    /// The canonical bytes (the account data).
+    pub fn as_bytes(&self) -> &[u8] {
+        bytemuck::bytes_of(self)
+    }
+}
+
+/// SHA-256 of the canonical bytes.
+pub fn state_hash(state: &CoordinatorState) -> [u8; 32] {
+    Sha256::digest(bytemuck::bytes_of(state)).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::mem::{offset_of, size_of};
+
+    #[test]
+    fn struct_sizes_and_offsets_match_canonical_py() {
+        assert_eq!(size_of::<StateHeader>(), 96);
+        assert_eq!(size_of::<RunConfig>(), 72);
+        assert_eq!(size_of::<Client>(), 72);
+        assert_eq!(size_of::<Witness>(), 1056);
+        assert_eq!(size_of::<Round>(), 33848);
+        assert_eq!(size_of::<CoordinatorState>(), 172_552);
+        // HEADER_FORMAT = "<32sQQQQIIIIIHHBBBB4x"
+        assert_eq!(offset_of!(StateHeader, run_seed), 32);
+        assert_eq!(offset_of!(StateHeader, run_state_start), 40);
+        assert_eq!(offset_of!(StateHeader, epoch_start_timestamp), 48);
+        assert_eq!(offset_of!(StateHeader, epoch_start_data_index), 56);
+        assert_eq!(offset_of!(StateHeader, epoch), 64);
+        assert_eq!(offset_of!(StateHeader, step), 68);
+        assert_eq!(offset_of!(StateHeader, start_step), 72);
+        assert_eq!(offset_of!(StateHeader, last_step), 76);
+        assert_eq!(offset_of!(StateHeader, rounds_head), 80);
+        assert_eq!(offset_of!(StateHeader, clients_len), 84);
+        assert_eq!(offset_of!(StateHeader, pending_len), 86);
+        assert_eq!(offset_of!(StateHeader, run_state), 88);
+        assert_eq!(offset_of!(StateHeader, first_round), 89);
+        assert_eq!(offset_of!(StateHeader, pending_pause), 90);
+        assert_eq!(offset_of!(StateHeader, checkpoint_kind), 91);
+        // CONFIG_FORMAT = "<QQQQQQIIHHHHHBBB3x"
+        assert_eq!(offset_of!(RunConfig, total_steps), 48);
+        assert_eq!(offset_of!(RunConfig, max_seq_len), 52);
+        assert_eq!(offset_of!(RunConfig, min_clients), 56);
+        assert_eq!(offset_of!(RunConfig, global_batch_size_end), 64);
+        assert_eq!(offset_of!(RunConfig, verification_percent), 66);
+        assert_eq!(offset_of!(RunConfig, waiting_for_members_extra_time), 68);
+        // CLIENT_FORMAT = "<32s32sB7x"
+        assert_eq!(offset_of!(Client, state), 64);
+        // ROUND_HEAD_FORMAT = "<IHHQQ32s", WITNESS_HEAD_FORMAT = "<H6x32s"
+        assert_eq!(offset_of!(Round, participant_count), 4);
+        assert_eq!(offset_of!(Round, witnesses_len), 6);
+        assert_eq!(offset_of!(Round, data_index), 8);
+        assert_eq!(offset_of!(Round, random_seed), 16);
+        assert_eq!(offset_of!(Round, participants), 24);
+        assert_eq!(offset_of!(Witness, broadcast_merkle), 8);
+        assert_eq!(offset_of!(Witness, participant_bloom), 40);
+        assert_eq!(offset_of!(Witness, broadcast_bloom), 548);
+        assert_eq!(offset_of!(CoordinatorState, rounds), 37160);
+    }
+
+    #[test]
+    fn fixed_strings_and_round_back() {
+        assert_eq!(fixed_str(b"ab\0\0"), b"ab");
+        assert_eq!(fixed_str(b"\0\0"), b"");
+        let mut buf = vec![0u64; STATE_SIZE / 8];
+        let s: &mut CoordinatorState = bytemuck::from_bytes_mut(bytemuck::cast_slice_mut(&mut buf));
+        s.header.rounds_head = 1;
+        s.rounds[1].height = 5;
+        s.rounds[0].height = 4;
+        s.rounds[3].height = 3;
+        assert_eq!(s.round_back(0).unwrap().height, 5);
+        assert_eq!(s.round_back(1).unwrap().height, 4);
+        assert_eq!(s.round_back(2).unwrap().height, 3);
+        s.rounds[1].height = 1;
+        assert!(s.round_back(2).is_none());
+    }
+}
