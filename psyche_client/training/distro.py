@@ -1,0 +1,305 @@
+"""DisTrO (DeMo) optimizer: decoupled momentum, chunked-DCT top-k with error feedback, sign-SGD.
+
+The reference is DeMo's ``demo.py`` (bloc97/DeMo) and Psyche's port
+``shared/modeling/src/distro.rs``.
+Per parameter ``p`` with momentum buffer ``delta`` (zeros at start):
+
+``compress_step(lr)`` (the local half; Psyche's ``generate``)::
+
+    delta <- momentum_decay * delta + lr * grad        # lr-scaled grad, no (1 - beta) factor
+    C     <- DCT_chunked(delta)                         # (nchunks, totalk)
+    idx   <- top-k of |C| per chunk (k clamped to [1, totalk]), sorted ascending; val = C[idx]
+    delta <- delta - IDCT(scatter(idx, val))            # error feedback, alpha = 1
+    send (idx, val)  or, with quantize_1bit, (idx, signbit(val))
+
+``apply_results(results, lr)`` (the consensus half; Psyche's ``apply``/``optimize``)::
+
+    M   <- per coefficient: mean of the values of the results that picked it (0 where none did);
+           1-bit values count as 1 - 2*bit = +-1
+    Q   <- IDCT(M)
+    p   <- p * (1 - lr * weight_decay)                  # only if weight_decay != 0
+    p   <- p - lr * sign(Q)
+
+The two halves are separate calls, so a client can apply round h's results while it trains round
+h+1 (Psyche's one-step-delayed pipeline). Every client that applies the same set of results ends
+with bit-identical parameters: results are sorted by their key before aggregation, indices are
+unique within each chunk, sums and counts are taken in ``agg_dtype`` (float64 by default) and the
+update is a sign, so the arrival order does not matter (on the same hardware and torch build).
+
+Deviations from the reference, all deliberate (see README.md):
+- weight decay is applied in ``apply_results`` (a function of the consensus only) instead of in
+  ``generate`` on each trainer, so a client with no batch this round decays exactly like the rest;
+- ``delta`` is kept in ``state_dtype`` (float32 by default; the reference keeps it in the param
+  dtype) and aggregation + inverse DCT run in float64, not in the param dtype;
+- top-k indices are sent sorted by index, not by magnitude (same set, canonical order);
+- the optional lookahead (Psyche's ``error_correction``) saves and restores the parameters exactly
+  rather than subtracting and re-adding ``prev_lr * sign(delta)`` (which is not bit-exact).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import torch
+
+from .dct import ChunkedDCT, as_2d_shape
+
+FLOAT_VALUE_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+@dataclass(frozen=True, eq=False)
+class SparseParam:
+    """One parameter's compressed update.
+
+    ``indices``: int64 ``(nchunks, k)``, strictly increasing within each row, each < totalk.
+    ``values``: ``(nchunks, k)``, a float tensor (fp32, bf16 or fp16) or, in 1-bit mode, a bool
+    tensor of sign bits (True = negative, as ``torch.signbit``)."""
+
+    shape: tuple[int, ...]
+    chunk: tuple[int, int]
+    indices: torch.Tensor
+    values: torch.Tensor
+
+    @property
+    def totalk(self) -> int:
+        return self.chunk[0] * self.chunk[1]
+
+    @property
+    def nchunks(self) -> int:
+        return int(self.indices.shape[0])
+
+    @property
+    def k(self) -> int:
+        return int(self.indices.shape[1])
+
+    @property
+    def one_bit(self) -> bool:
+        return self.values.dtype == torch.bool
+
+    def layout(self) -> tuple:
+        return (self.shape, self.chunk, self.k, self.one_bit)
+
+    def validate(self) -> None:
+        """Raise ValueError unless the tensors are consistent with shape/chunk."""
+        if any(int(x) < 1 for x in self.shape):
+            raise ValueError(f"shape {self.shape} has an empty dimension")
+        rows, cols = as_2d_shape(self.shape)
+        h, w = self.chunk
+        if h < 1 or w < 1 or rows % h or cols % w:
+            raise ValueError(f"chunk {self.chunk} does not tile the 2-D view {(rows, cols)}")
+        nchunks = (rows // h) * (cols // w)
+        if self.indices.dtype != torch.int64 or self.indices.dim() != 2:
+            raise ValueError("indices must be a 2-D int64 tensor")
+        if tuple(self.indices.shape)[0] != nchunks or not 1 <= self.k <= self.totalk:
+            raise ValueError(f"indices shape {tuple(self.indices.shape)} does not fit "
+                             f"{nchunks} chunks of {self.totalk}")
+        if tuple(self.values.shape) != tuple(self.indices.shape):
+            raise ValueError("values and indices differ in shape")
+        if self.values.dtype != torch.bool and self.values.dtype not in FLOAT_VALUE_DTYPES:
+            raise ValueError(f"unsupported value dtype {self.values.dtype}")
+        if int(self.indices.min()) < 0 or int(self.indices.max()) >= self.totalk:
+            raise ValueError("index out of range")
+        if self.k > 1 and not bool((self.indices[:, 1:] > self.indices[:, :-1]).all()):
+            raise ValueError("indices are not strictly increasing within each chunk")
+        if self.values.dtype != torch.bool and not bool(torch.isfinite(self.values).all()):
+            raise ValueError("non-finite value")
+
+    def dense_values(self, dtype: torch.dtype) -> torch.Tensor:
+        """The values as numbers; 1-bit sign bits unpack to ``1 - 2*bit`` (+-1), as the
+        reference does."""
+        if self.one_bit:
+            return 1 - 2 * self.values.to(dtype)
+        return self.values.to(dtype)
+
+
+@dataclass(frozen=True, eq=False)
+class PeerResult:
+    """One client's result for every parameter, with the key that fixes its aggregation order
+    (``payload.result_key``: step, batch, trainer)."""
+
+    key: bytes
+    params: tuple[SparseParam, ...]
+
+
+class DistroOptimizer:
+    def __init__(self, params: Iterable[torch.Tensor], lr: float = 4e-4,
+                 momentum_decay: float = 0.999, weight_decay: float = 0.0, chunk: int = 64,
+                 topk: int = 32, quantize_1bit: bool = False,
+                 value_dtype: torch.dtype | None = None,
+                 state_dtype: torch.dtype | None = torch.float32,
+                 agg_dtype: torch.dtype = torch.float64,
+                 max_grad_norm: float | None = None, lookahead: bool = False):
+        """``value_dtype``: dtype of the values sent when not 1-bit (None: the param's dtype).
+        ``state_dtype``: dtype of ``delta`` (None: the param's dtype, as the reference).
+        ``agg_dtype``: dtype of the aggregation sums and the inverse DCT in ``apply_results``.
+        ``max_grad_norm``: clip the global grad norm in ``compress_step`` (reference: clip 1.0).
+        ``lookahead``: keep sign(delta) for ``apply_lookahead`` (Psyche's error_correction)."""
+        self.params = [p for p in params]
+        if not self.params:
+            raise ValueError("no parameters")
+        if len({id(p) for p in self.params}) != len(self.params):
+            raise ValueError("a parameter appears twice")
+        for p in self.params:
+            if p.dtype not in FLOAT_VALUE_DTYPES:
+                raise ValueError(f"unsupported parameter dtype {p.dtype}")
+        if topk < 1 or chunk < 1:
+            raise ValueError("topk and chunk must be >= 1")
+        if value_dtype is not None and value_dtype not in FLOAT_VALUE_DTYPES:
+            raise ValueError(f"unsupported value dtype {value_dtype}")
+        self.lr = lr
+        self.momentum_decay = momentum_decay
+        self.weight_decay = weight_decay
+        self.chunk_target = chunk
+        self.topk = topk
+        self.quantize_1bit = quantize_1bit
+        self.value_dtype = value_dtype
+        self.agg_dtype = agg_dtype
+        self.max_grad_norm = max_grad_norm
+        self.lookahead = lookahead
+        self.transforms = [ChunkedDCT(tuple(p.shape), chunk) for p in self.params]
+        self.ks = [min(max(topk, 1), t.totalk) for t in self.transforms]
+        with torch.no_grad():
+            self.delta = [torch.zeros(p.shape, dtype=state_dtype or p.dtype, device=p.device)
+                          for p in self.params]
+        self.last_unquantized: list[SparseParam] | None = None
+        self._lookahead_sign: list[torch.Tensor] | None = None
+        self._backup: list[torch.Tensor] | None = None
+
+    # ----- shapes -----
+
+    def layout(self) -> list[tuple]:
+        """Per parameter (shape, chunk, k, one_bit): what every peer's result must match."""
+        return [(t.shape, t.chunk, k, self.quantize_1bit) for t, k in zip(self.transforms, self.ks)]
+
+    # ----- local half -----
+
+    @torch.no_grad()
+    def compress_step(self, lr: float | None = None) -> list[SparseParam]:
+        """Fold the current gradients into the momentum and return this client's compressed update
+        (what goes into the payload). Undoes an active lookahead first, as Psyche's generate."""
+        lr = self.lr if lr is None else lr
+        if self._backup is not None:
+            self.remove_lookahead()
+        if self.max_grad_norm is not None and self.max_grad_norm > 0:
+            grads = [p for p in self.params if p.grad is not None]
+            if grads:
+                torch.nn.utils.clip_grad_norm_(grads, self.max_grad_norm)
+        out, full, signs = [], [], []
+        for p, d, t, k in zip(self.params, self.delta, self.transforms, self.ks):
+            if self.momentum_decay != 1.0:
+                d.mul_(self.momentum_decay)
+            if p.grad is not None:
+                d.add_(p.grad.to(d.dtype), alpha=lr)
+            if self.lookahead:
+                signs.append(torch.sign(d).to(torch.int8))
+            c = t.encode(d)
+            idx = torch.topk(c.abs(), k, dim=1, largest=True, sorted=False).indices
+            idx, _ = torch.sort(idx, dim=1)
+            val = torch.gather(c, 1, idx)
+            d.sub_(t.decode(torch.zeros_like(c).scatter_(1, idx, val)))
+            full.append(SparseParam(t.shape, t.chunk, idx, val))
+            if self.quantize_1bit:
+                sent = torch.signbit(val)
+            else:
+                sent = val.to(self.value_dtype or p.dtype)
+            out.append(SparseParam(t.shape, t.chunk, idx, sent))
+        self.last_unquantized = full
+        if self.lookahead:
+            self._lookahead_sign = signs
+        return out
+
+    # ----- consensus half -----
+
+    def check_result(self, result: PeerResult) -> None:
+        """Raise ValueError unless ``result`` fits this model and configuration."""
+        if not isinstance(result.key, bytes):
+            raise ValueError("result key must be bytes")
+        if len(result.params) != len(self.params):
+            raise ValueError(f"result has {len(result.params)} parameters, model has "
+                             f"{len(self.params)}")
+        for i, (sp, t, k) in enumerate(zip(result.params, self.transforms, self.ks)):
+            if tuple(sp.shape) != t.shape or tuple(sp.chunk) != t.chunk:
+                raise ValueError(f"parameter {i}: shape/chunk {sp.shape}/{sp.chunk}, expected "
+                                 f"{t.shape}/{t.chunk}")
+            if sp.k != k:
+                raise ValueError(f"parameter {i}: k = {sp.k}, expected {k}")
+            if sp.one_bit != self.quantize_1bit:
+                raise ValueError(f"parameter {i}: 1-bit mode mismatch")
+            sp.validate()
+
+    @torch.no_grad()
+    def apply_results(self, results: Sequence[PeerResult], lr: float | None = None) -> None:
+        """Apply the consensus set of results (own result included, as everyone applies it).
+        All results are checked before any parameter changes; ValueError leaves the model as is.
+        An empty set changes nothing (the reference only warns)."""
+        lr = self.lr if lr is None else lr
+        if self._backup is not None:
+            raise RuntimeError("apply_results while a lookahead is active; call remove_lookahead")
+        results = list(results)
+        if not results:
+            return
+        for r in results:
+            self.check_result(r)
+        ordered = sorted(results, key=lambda r: r.key)
+        for a, b in zip(ordered, ordered[1:]):
+            if a.key == b.key:
+                raise ValueError("two results with the same key")
+        for i, (p, t) in enumerate(zip(self.params, self.transforms)):
+            s = torch.zeros(t.nchunks, t.totalk, dtype=self.agg_dtype, device=p.device)
+            n = torch.zeros(t.nchunks, t.totalk, dtype=torch.int32, device=p.device)
+            ones = None
+            for r in ordered:
+                sp = r.params[i]
+                idx = sp.indices.to(p.device)
+                s.scatter_add_(1, idx, sp.dense_values(self.agg_dtype).to(p.device))
+                if ones is None:
+                    ones = torch.ones(idx.shape, dtype=torch.int32, device=p.device)
+                n.scatter_add_(1, idx, ones)
+            mean = s / n.clamp_min(1).to(self.agg_dtype)
+            del s, n
+            update = torch.sign(t.decode(mean)).to(p.dtype)
+            if self.weight_decay != 0.0:
+                p.mul_(1.0 - lr * self.weight_decay)
+            p.add_(update, alpha=-lr)
+
+    # ----- optional lookahead (Psyche's error_correction) -----
+
+    @torch.no_grad()
+    def apply_lookahead(self, prev_lr: float) -> None:
+        """``p -= prev_lr * sign(delta)`` with delta as it was before the last transmitted part was
+        removed, so the next gradients see roughly the update still in flight. The parameters are
+        saved first; ``remove_lookahead`` (or ``compress_step``) restores them bit-exactly."""
+        if not self.lookahead or self._lookahead_sign is None:
+            raise RuntimeError("no lookahead state (needs lookahead=True and a compress_step)")
+        if self._backup is not None:
+            raise RuntimeError("lookahead already active")
+        self._backup = [p.detach().clone() for p in self.params]
+        for p, sgn in zip(self.params, self._lookahead_sign):
+            p.sub_(sgn.to(p.dtype), alpha=prev_lr)
+
+    @torch.no_grad()
+    def remove_lookahead(self) -> None:
+        if self._backup is None:
+            return
+        for p, b in zip(self.params, self._backup):
+            p.copy_(b)
+        self._backup = None
+
+    # ----- state -----
+
+    def zero_momentum(self) -> None:
+        for d in self.delta:
+            d.zero_()
+
+    def state_dict(self) -> dict:
+        return {"delta": [d.detach().clone() for d in self.delta]}
+
+    def load_state_dict(self, state: dict) -> None:
+        deltas = state["delta"]
+        if len(deltas) != len(self.delta):
+            raise ValueError("state has a different number of parameters")
+        for d, s in zip(self.delta, deltas):
+            if tuple(s.shape) != tuple(d.shape):
+                raise ValueError("state shape mismatch")
+            d.copy_(s)
