@@ -8,7 +8,9 @@ canonical bytes (compressed by permessage-deflate, so mostly-empty states are sm
                      "p2p_addr": "ws://host:port" | null, "signature": hex64}
                     signature = ed25519 over HELLO_DOMAIN + nonce + run_id, by `signer`;
                     or {"type": "hello", "run_id": str, "observer": true} to only watch.
-  server -> client  binary state after the hello and after every change;
+  server -> client  {"type": "spec", "spec": {model, optimizer, data} | null} after the hello
+                    (null: simulated training), then
+                    binary state after the hello and after every change;
                     {"type": "peers", "peers": {p2p_identity_hex: addr}} when peers change
   client -> server  {"type": "op", "id": int, "op": name, "args": {ops_json args}}
   server -> client  {"type": "ok", "id": int} | {"type": "error", "id": int|null, "code": str,

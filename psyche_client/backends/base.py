@@ -11,6 +11,9 @@ class Backend(Protocol):
     async def connect(self) -> None:
         """Connect and authenticate; raises BackendError."""
 
+    async def spec(self):
+        """The run's training spec (model, optimizer, data) as a dict, or None: simulate."""
+
     async def next_state(self):
         """Wait for and return the newest coordinator state not yet returned."""
 

@@ -35,6 +35,7 @@ class CentralizedBackend:
         self._ids = itertools.count(1)
         self._reader = None
         self._connected = asyncio.Event()
+        self._spec = asyncio.get_event_loop().create_future()
         self._closed = False
         self.fatal = None
 
@@ -118,6 +119,9 @@ class CentralizedBackend:
         kind = data.get("type")
         if kind == "peers":
             self._peers = data["peers"]
+        elif kind == "spec":
+            if not self._spec.done():
+                self._spec.set_result(data.get("spec"))
         elif kind in ("ok", "error"):
             fut = self._pending.pop(data.get("id"), None)
             if fut is not None and not fut.done():
@@ -126,6 +130,13 @@ class CentralizedBackend:
                 if data.get("code") in ("WrongRunId", "BadHello"):
                     self.fatal = FatalBackendError(f"{data['code']}: {data.get('message')}")
                 log.warning("server error: %s: %s", data.get("code"), data.get("message"))
+
+    async def spec(self, timeout: float = 30):
+        """The run's training spec (a dict), or None for simulated training."""
+        try:
+            return await asyncio.wait_for(asyncio.shield(self._spec), timeout)
+        except asyncio.TimeoutError:
+            raise BackendError("the server sent no training spec") from None
 
     async def next_state(self):
         state = await self._states.get()

@@ -55,12 +55,45 @@ def show_identity(identity_secret_key_path):
 @click.option("--tui", type=bool, default=False, show_default=True,
               help="Accepted for compatibility; the client prints progress lines.")
 @click.option("--dummy-training-delay-secs", type=float, default=1.0, show_default=True,
-              help="Simulated training: seconds each batch takes.")
+              help="Simulated training (runs without a [model]): seconds each batch takes.")
+@click.option("--micro-batch-size", type=click.IntRange(1), default=8, show_default=True,
+              help="Sequences per forward/backward pass; gradients accumulate over a batch.")
+@click.option("--device", default=None, help="torch device (default: cuda if present, else cpu).")
+@click.option("--torch-threads", type=click.IntRange(1), default=None,
+              help="CPU threads for torch (default: torch's own choice).")
+@click.option("--data-parallelism", type=click.IntRange(1), default=1, show_default=True,
+              help="GPUs this client trains on (only 1 is supported so far).")
+@click.option("--metrics-file", type=click.Path(dir_okay=False), default=None,
+              help="Append one JSON object per training step, apply and held-out loss.")
+@click.option("--wandb-project", default=None, help="Also log to this wandb project "
+              "(only if wandb is installed and configured).")
+@click.option("--wandb-run", default=None)
+@click.option("--wandb-group", default=None)
+@click.option("--wandb-entity", default=None)
 def train(run_id, server_addr, identity_secret_key_path, bind_p2p_port, bind_p2p_host, tui,
-          dummy_training_delay_secs):
+          dummy_training_delay_secs, micro_batch_size, device, torch_threads, data_parallelism,
+          metrics_file, wandb_project, wandb_run, wandb_group, wandb_entity):
     identity = _identity(identity_secret_key_path)
     log = make_logger(f"[{identity.public.hex()[:8]}] ")
-    trainer = DummyTrainer(run_id, dummy_training_delay_secs)
+    if data_parallelism != 1:
+        fail("--data-parallelism above 1 is not supported yet")
+    wandb_args = dict(project=wandb_project, name=wandb_run, group=wandb_group,
+                      entity=wandb_entity)
+
+    def make_trainer(spec):
+        if spec is None or spec.get("data", {}).get("kind") == "dummy":
+            log("simulated training (the run declares no model)")
+            return DummyTrainer(run_id, dummy_training_delay_secs)
+        import torch
+
+        from ..training.spec import RunSpec
+        from ..training.trainer import DistroTrainer, Metrics
+        if torch_threads:
+            torch.set_num_threads(torch_threads)
+        dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        return DistroTrainer(RunSpec.from_dict(spec), run_id, identity, log=log,
+                             metrics=Metrics(metrics_file, wandb_args, log), device=dev,
+                             micro_batch_size=micro_batch_size)
 
     async def go():
         mesh = PeerMesh(identity.public.hex(), on_message=None, host=bind_p2p_host,
@@ -69,7 +102,7 @@ def train(run_id, server_addr, identity_secret_key_path, bind_p2p_port, bind_p2p
         backend = CentralizedBackend(server_url(server_addr), run_id, identity, identity.public,
                                      addr)
         log(f"client {identity.public.hex()} joining run {run_id!r} at {server_addr}, p2p {addr}")
-        return await ClientDaemon(identity, backend, mesh, trainer, log=log).run()
+        return await ClientDaemon(identity, backend, mesh, make_trainer, log=log).run()
 
     try:
         code = asyncio.run(go())

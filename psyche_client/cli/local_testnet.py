@@ -49,6 +49,9 @@ class Testnet:
     def server_cmd(self):
         cmd = [sys.executable, "-u", "-m", "psyche_client.cli.server", "run", "--state",
                str(self.state_path), "--server-port", str(self.port), "--tui", "false"]
+        data_toml = self.state_path.parent / "data.toml"
+        if data_toml.is_file():  # the run's data server: token files next to the state file
+            cmd += ["--data-config", str(data_toml)]
         if self.save_state_dir:
             cmd += ["--save-state-dir", str(self.save_state_dir)]
         return cmd
@@ -60,7 +63,9 @@ class Testnet:
         return [sys.executable, "-u", "-m", "psyche_client.cli.client", "train", "--run-id",
                 self.run_id, "--server-addr", f"127.0.0.1:{self.bound_port}",
                 "--identity-secret-key-path", str(key),
-                "--dummy-training-delay-secs", str(self.delay)]
+                "--dummy-training-delay-secs", str(self.delay),
+                # one CPU thread each: N clients share this machine
+                "--torch-threads", "1", "--metrics-file", str(self.workdir / f"client-{n}.jsonl")]
 
     async def _pump(self, name, proc):
         async for raw in proc.stdout:

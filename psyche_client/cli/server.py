@@ -10,7 +10,8 @@ from psyche_coordinator_core import LayoutError, apply
 
 from ..server.coordinator_server import CoordinatorServer
 from ..server.persistence import StateStore
-from ..server.state_file import StateFileError, load_data_file, load_state_file
+from ..server.data_server import DataServer
+from ..server.state_file import StateFileError, load_data_file, load_run_spec, load_state_file
 from .common import fail, make_logger, tui_enabled
 from .tui import redraw, render
 
@@ -28,12 +29,15 @@ def main():
 def validate_config(state_path, data_config):
     try:
         st = load_state_file(state_path)
+        spec = load_run_spec(state_path, st)
         if data_config:
             load_data_file(data_config)
     except StateFileError as e:
         fail(str(e))
+    training = (f"{spec.model.num_layers}-layer Llama, data {spec.data.kind}" if spec
+                else "simulated training")
     click.echo(f"ok: run {st.run_id!r}, {st.config.total_steps} steps, "
-               f"{st.config.init_min_clients} clients to start")
+               f"{st.config.init_min_clients} clients to start, {training}")
 
 
 @main.command(help="Start the server and coordinate the run declared in state.toml.")
@@ -70,10 +74,15 @@ def run(state_path, server_port, host, tui, data_config, save_state_dir, init_wa
 
     try:
         initial = load_state_file(state_path, init_min_clients, init_warmup_time)
-        if data_config:
-            load_data_file(data_config)
+        spec = load_run_spec(state_path, initial)
+        data_cfg = load_data_file(data_config) if data_config else None
     except StateFileError as e:
         fail(str(e))
+    if data_cfg is not None and (spec is None or spec.data.kind != "server"):
+        fail("--data-config needs [data] kind = \"server\" with its address in the state file")
+    if data_cfg is not None and data_cfg.seq_len != spec.model.max_seq_len:
+        fail(f"{data_config}: seq_len {data_cfg.seq_len} differs from the model's "
+             f"max_seq_len {spec.model.max_seq_len}")
     store = StateStore(save_state_dir) if save_state_dir else None
     state = None
     if store is not None:
@@ -89,9 +98,15 @@ def run(state_path, server_port, host, tui, data_config, save_state_dir, init_wa
                 f"epoch {state.epoch}, step {state.step}, {len(state.clients)} clients")
     if state is None:
         state = apply(initial, int(time.time()), "resume")
-    server = CoordinatorServer(state, store, withdraw_on_disconnect, tick_interval, log=log)
+    server = CoordinatorServer(state, store, withdraw_on_disconnect, tick_interval, log=log,
+                               spec=spec.to_dict() if spec else None)
 
     async def main_loop():
+        if data_cfg is not None:
+            data_host, _, data_port = spec.data.address.rpartition(":")
+            data = DataServer(data_cfg, state.run_id, authorize=server.is_epoch_client, log=log)
+            port = await data.start(data_host, int(data_port))
+            log(f"data server: {data_cfg.dir} on {data_host}:{port}")
         task = asyncio.ensure_future(server.run(host, server_port))
         if tui:
             while not task.done():

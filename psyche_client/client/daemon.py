@@ -6,6 +6,7 @@ training and the time, and carries out the actions the machine returns."""
 import asyncio
 import random
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from psyche_coordinator_core import CoordinatorError, RoundCommittee, RunState
 
@@ -18,9 +19,11 @@ TIMER_INTERVAL = 0.5
 
 
 class ClientDaemon:
-    def __init__(self, identity, backend, mesh: PeerMesh, trainer, log=print,
+    def __init__(self, identity, backend, mesh: PeerMesh, make_trainer, log=print,
                  clock=time.time, exit_when_finished=True):
-        self.identity, self.backend, self.mesh, self.trainer = identity, backend, mesh, trainer
+        """`make_trainer(spec)` builds the trainer once the backend has told the run's spec."""
+        self.identity, self.backend, self.mesh = identity, backend, mesh
+        self.make_trainer, self.trainer = make_trainer, None
         self.log, self.clock = log, clock
         self.exit_when_finished = exit_when_finished
         self.sm = ClientStateMachine(identity.public, identity.public,
@@ -28,6 +31,11 @@ class ClientDaemon:
         self.mesh.on_message = self._on_peer_message
         self._tasks = set()
         self._last_phase = None
+        # one worker: prepare, apply, train and evaluate run in the order they were asked for
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trainer")
+
+    async def _in_worker(self, fn, *args):
+        return await asyncio.get_running_loop().run_in_executor(self._worker, fn, *args)
 
     def _spawn(self, coro):
         t = asyncio.ensure_future(coro)
@@ -43,6 +51,12 @@ class ClientDaemon:
                 self._spawn(self._prepare(act[1]))
             elif kind == "train":
                 self._spawn(self._train(act[1], act[2]))
+            elif kind == "apply":
+                self._spawn(self._guard(f"apply step {act[1]}",
+                                        self._in_worker(self.trainer.apply, act[1], act[2])))
+            elif kind == "evaluate":
+                self._spawn(self._guard("evaluate",
+                                        self._in_worker(self.trainer.evaluate, act[1], act[2])))
             elif kind == "publish":
                 self._spawn(self.mesh.broadcast(act[1].to_json()))
             elif kind == "log":
@@ -62,13 +76,28 @@ class ClientDaemon:
             self.log(f"{op} not delivered: {e}")
             self._run(self.sm.op_finished(op, "Unreachable", args))
 
+    async def _guard(self, what, coro):
+        try:
+            return await coro
+        except Exception as e:  # a failed duty is reported; the client keeps serving the run
+            self.log(f"{what} failed: {type(e).__name__}: {e}")
+            return None
+
     async def _prepare(self, epoch):
-        await self.trainer.prepare(epoch, self.sm.state)
+        try:
+            await self._in_worker(self.trainer.prepare, epoch, self.sm.state)
+        except Exception as e:  # no warmup witness: the run starts without this client
+            self.log(f"model loading failed: {type(e).__name__}: {e}")
+            return
         self.log(f"model ready for epoch {epoch}")
         self._run(self.sm.model_ready(epoch))
 
     async def _train(self, step, batch):
-        payload = await self.trainer.train(step, batch, self.sm.state)
+        try:
+            payload = await self._in_worker(self.trainer.train, step, batch, self.sm.state)
+        except Exception as e:
+            self.log(f"training step {step} {batch} failed: {type(e).__name__}: {e}")
+            return
         result = TrainingResult.create(self.identity, step, batch, payload)
         self.log(f"trained step {step} {batch}")
         self._run(self.sm.trained(step, result))
@@ -102,6 +131,7 @@ class ClientDaemon:
 
     async def run(self) -> int:
         await self.backend.connect()
+        self.trainer = self.make_trainer(await self.backend.spec())
         timer = asyncio.ensure_future(self._timer())
         try:
             while True:
@@ -118,3 +148,4 @@ class ClientDaemon:
                 t.cancel()
             await self.backend.close()
             await self.mesh.close()
+            self._worker.shutdown(wait=False, cancel_futures=True)

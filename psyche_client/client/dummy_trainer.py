@@ -1,7 +1,8 @@
 """Simulated training (`--dummy-training-delay-secs`): wait, then produce the batch's
-deterministic result, so the whole coordination loop runs without a model."""
+deterministic result, so the whole coordination loop runs without a model. Same interface as
+training.trainer.DistroTrainer; the daemon calls it from its worker thread."""
 
-import asyncio
+import time
 
 from .results import dummy_payload
 
@@ -10,9 +11,15 @@ class DummyTrainer:
     def __init__(self, run_id: str, delay: float = 1.0):
         self.run_id, self.delay = run_id, delay
 
-    async def prepare(self, epoch: int, state) -> None:
-        await asyncio.sleep(0)
+    def prepare(self, epoch: int, state) -> None:
+        pass
 
-    async def train(self, step: int, batch, state) -> bytes:
-        await asyncio.sleep(self.delay)
+    def train(self, step: int, batch, state) -> bytes:
+        time.sleep(self.delay)
         return dummy_payload(self.run_id, step, batch)
+
+    def apply(self, step: int, results: list) -> None:
+        pass
+
+    def evaluate(self, epoch: int, step: int):
+        return None

@@ -4,7 +4,9 @@ It never reads a clock or does I/O: the daemon feeds it coordinator states, veri
 results, finished training and the time, and carries out the actions it returns:
   ("send", op, args)        an operation to the coordinator
   ("prepare", epoch)        load the model for this epoch, then call model_ready(epoch)
+  ("apply", step, results)  apply a round's consensus results (before any later training)
   ("train", step, batch)    train the batch, then call trained(step, batch, payload)
+  ("evaluate", epoch, step) held-out loss, once per epoch at Cooldown
   ("publish", result)       send a TrainingResult to every peer
   ("log", text)             something worth telling the operator
 Its duties per phase: join for the next epoch; in Warmup load the model and send a warmup
@@ -16,6 +18,7 @@ tick when a timeout is due."""
 from psyche_coordinator_core import (ClientState, RoundCommittee, RunState, assign_batches,
                                      bloom_of, is_healthy, tick_deadline)
 
+from .consensus import round_consensus
 from .results import TrainingResult, merkle_root
 
 
@@ -35,6 +38,8 @@ class ClientStateMachine:
         self.trained_steps = set()
         self.witness_sent = set()
         self.health_sent = set()
+        self.applied = set()  # steps whose consensus was applied (or had nothing to apply)
+        self.evaluated = set()  # epochs whose held-out loss was taken
         self.last_tick_for = None
         self.rejected = {}  # trainer hex -> count of bad results
 
@@ -104,9 +109,14 @@ class ClientStateMachine:
                 self.preparing.add(st.epoch)
                 acts.append(("prepare", st.epoch))
             acts += self._warmup_witness()
+        if me is not None and st.run_state.active:
+            acts += self._apply()  # before training: the next step must see these results
         if me is not None and st.run_state == RunState.RoundTrain:
             acts += self._train(me)
             acts += self._health_checks(me)
+        if me is not None and st.run_state == RunState.Cooldown and st.epoch not in self.evaluated:
+            self.evaluated.add(st.epoch)
+            acts.append(("evaluate", st.epoch, st.step - 1))
         acts += self._witness()
         acts += self._tick(now)
         return acts
@@ -170,6 +180,29 @@ class ClientStateMachine:
             return []
         self.warmup_sent.add(st.epoch)
         return [("send", "warmup_witness", {"signer": self.signer, "index": me})]
+
+    def _apply(self) -> list:
+        """Apply, in step order, every round of this epoch whose consensus is final: round r is
+        final once the witness phase of round r+1 is over."""
+        st, acts = self.state, []
+        rounds = [st.round_back(k) for k in range(len(st.rounds))]
+        rounds = [r for r in rounds if r is not None][::-1]  # oldest first
+        for r, nxt in zip(rounds, rounds[1:]):
+            step = st.round_step(r)
+            if step in self.applied:
+                continue
+            if nxt is st.current_round and st.run_state in (RunState.RoundTrain,
+                                                            RunState.RoundWitness):
+                break  # round r+1 is still collecting witnesses
+            self.applied.add(step)
+            chosen, missing = round_consensus(st, nxt, self.assignments.get(step, {}),
+                                              self.results.get(step, {}))
+            if missing:
+                acts.append(("log", f"DESYNC: step {step}: no payload for batches "
+                                    f"{', '.join(map(str, missing))} that the witnesses accepted"))
+            if chosen or self.assignments.get(step):
+                acts.append(("apply", step, chosen))
+        return acts
 
     def _train(self, me: int) -> list:
         st = self.state

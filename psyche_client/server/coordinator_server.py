@@ -9,7 +9,7 @@ import time
 import websockets
 from websockets.asyncio.server import serve
 
-from psyche_coordinator_core import CoordinatorError, RunState, apply, to_bytes
+from psyche_coordinator_core import ClientState, CoordinatorError, RunState, apply, to_bytes
 from psyche_coordinator_core.ops_json import ARGS, decode_args
 
 from ..identity import verify
@@ -30,7 +30,8 @@ class Connection:
 
 class CoordinatorServer:
     def __init__(self, state, store=None, withdraw_on_disconnect=True, tick_interval=0.5,
-                 clock=time.time, log=print):
+                 clock=time.time, log=print, spec=None):
+        self.spec = spec  # training spec for clients (a dict), None: simulated training
         self.state = state
         self.state_bytes = to_bytes(state)
         self.store = store
@@ -85,6 +86,11 @@ class CoordinatorServer:
             await ws.send(payload)
         except websockets.ConnectionClosed:
             pass
+
+    def is_epoch_client(self, signer: bytes) -> bool:
+        """Whether `signer` is a healthy client of the current epoch (who the data server serves)."""
+        i = self.state.client_index(signer)
+        return i is not None and self.state.clients[i].state == ClientState.Healthy
 
     def _peers_message(self) -> str:
         peers = {c.p2p_identity.hex(): c.p2p_addr for c in self.connections.values()
@@ -150,6 +156,7 @@ class CoordinatorServer:
                     await other.ws.close(1000, "replaced by a newer connection")
         self.connections[ws] = conn
         try:
+            await ws.send(json.dumps({"type": "spec", "spec": self.spec}))
             await ws.send(self.state_bytes)
             if conn.signer is not None:
                 self._broadcast(self._peers_message())

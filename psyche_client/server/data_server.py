@@ -11,8 +11,6 @@ import asyncio
 import json
 import struct
 
-import numpy as np
-
 from ..data.local import LocalDataProvider
 from ..data.provider import DataError
 from ..data.tcp import MAX_HEADER, request_message

@@ -41,7 +41,8 @@ def _read_toml(path) -> dict:
 def load_state_file(path, init_min_clients=None, init_warmup_time=None):
     """The initial coordinator state described by a state.toml, resumed (WaitingForMembers)."""
     data = _read_toml(path)
-    unknown = sorted(set(data) - {"run_id", "run_seed", "config", "checkpoint", "model", "data"})
+    unknown = sorted(set(data) - {"run_id", "run_seed", "config", "checkpoint", "model",
+                                  "optimizer", "data"})
     if unknown:
         raise StateFileError(f"{path}: unknown key {unknown[0]!r}")
     run_id = data.get("run_id")
@@ -65,6 +66,28 @@ def load_state_file(path, init_min_clients=None, init_warmup_time=None):
         return new_run(run_id, cfg, seed, ck)
     except CoordinatorError as e:
         raise StateFileError(f"{path}: {e.detail or e.code}") from None
+
+
+def load_run_spec(path, state):
+    """The training spec of state.toml ([model], [optimizer], [data]), or None when it has no
+    [model] table (clients then simulate training). Relative data paths are resolved against
+    the state file's directory, so every client on this machine finds them."""
+    from ..training.spec import RunSpec, SpecError
+    data = _read_toml(path)
+    if "model" not in data:
+        return None
+    tables = {k: data.get(k, {}) for k in ("model", "optimizer", "data")}
+    base = Path(path).resolve().parent
+    d = dict(tables["data"]) if isinstance(tables["data"], dict) else tables["data"]
+    if isinstance(d, dict):
+        for key in ("dir", "heldout_dir"):
+            if isinstance(d.get(key), str) and d[key]:
+                d[key] = str((base / d[key]).resolve())
+        tables["data"] = d
+    try:
+        return RunSpec.from_dict(tables, max_seq_len=state.config.max_seq_len)
+    except SpecError as e:
+        raise StateFileError(f"{path}: {e}") from None
 
 
 @dataclass(frozen=True)

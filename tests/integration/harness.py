@@ -92,13 +92,14 @@ class Cluster:
         self.port = int(self.server.wait_line(LISTEN.pattern).group(1))
         return self.server
 
-    def start_client(self, n, delay=0.3):
+    def start_client(self, n, delay=0.3, extra=()):
         key = self.tmp / f"client-{n}.key"
         if not key.exists():
             Identity.generate().save(key)
         cmd = [sys.executable, "-m", "psyche_client.cli.client", "train", "--run-id",
                self.run_id, "--server-addr", f"127.0.0.1:{self.port}",
-               "--identity-secret-key-path", str(key), "--dummy-training-delay-secs", str(delay)]
+               "--identity-secret-key-path", str(key), "--dummy-training-delay-secs", str(delay),
+               *extra]
         proc = Proc(f"client-{n}", cmd)
         self.procs.append(proc)
         self.clients[n] = proc

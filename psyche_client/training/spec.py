@@ -1,0 +1,137 @@
+"""What clients need to train a run, beyond the coordinator state: the model, the optimizer and
+where the data lives. It comes from state.toml's [model], [optimizer] and [data] tables; the
+server hands it to every client after the hello. Without a [model] table clients simulate
+training (the coordinator loop alone)."""
+
+from dataclasses import asdict, dataclass, field, fields
+
+class SpecError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    vocab_size: int = 2048
+    hidden_size: int = 128
+    num_layers: int = 4
+    num_heads: int = 4
+    num_kv_heads: int = 4
+    intermediate_size: int = 512
+    max_seq_len: int = 128
+    tie_embeddings: bool = False
+    dtype: str = "float32"  # "float32" or "bfloat16"
+
+    def validate(self) -> "ModelSpec":
+        def need(name, ok, allowed):
+            v = getattr(self, name)
+            if not ok(v):
+                raise ValueError(f"model.{name} = {v!r}: must be {allowed}")
+        for name in ("vocab_size", "hidden_size", "num_layers", "num_heads", "num_kv_heads",
+                     "intermediate_size", "max_seq_len"):
+            need(name, lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+                 "a positive integer")
+        need("hidden_size", lambda v: v % self.num_heads == 0, "a multiple of num_heads")
+        need("num_heads", lambda v: v % self.num_kv_heads == 0, "a multiple of num_kv_heads")
+        need("dtype", lambda v: v in ("float32", "bfloat16"), '"float32" or "bfloat16"')
+        return self
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class OptimizerSpec:
+    kind: str = "distro"
+    lr: float = 3e-3
+    warmup_steps: int = 10  # linear warmup from 0
+    momentum_decay: float = 0.999
+    weight_decay: float = 0.0
+    chunk: int = 64
+    topk: int = 32
+    quantize_1bit: bool = True
+    rice: bool = False  # entropy-coded indices on the wire
+
+    def validate(self):
+        if self.kind != "distro":
+            raise SpecError('optimizer.kind must be "distro"')
+        if not 0 < self.lr < 1:
+            raise SpecError("optimizer.lr must be in (0, 1)")
+        if not 0 <= self.momentum_decay < 1:
+            raise SpecError("optimizer.momentum_decay must be in [0, 1)")
+        if self.chunk < 1 or self.topk < 1 or self.warmup_steps < 0:
+            raise SpecError("optimizer.chunk and topk must be >= 1, warmup_steps >= 0")
+        return self
+
+    def lr_at(self, step: int) -> float:
+        if self.warmup_steps and step < self.warmup_steps:
+            return self.lr * step / self.warmup_steps
+        return self.lr
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    kind: str = "dummy"  # "server" (TCP data server), "local", "http" or "dummy"
+    address: str = ""  # server: host:port
+    dir: str = ""  # local: directory of token files on every client
+    urls: tuple = ()  # http: token file URLs
+    token_size: int = 2
+    shuffle_seed: str = "00" * 32
+    heldout_dir: str = ""  # local token files for held-out loss (every client)
+    heldout_urls: tuple = ()
+    heldout_sequences: int = 32
+
+    def validate(self):
+        if self.kind not in ("server", "local", "http", "dummy"):
+            raise SpecError('data.kind must be "server", "local", "http" or "dummy"')
+        if self.kind == "server" and ":" not in self.address:
+            raise SpecError("data.address must be host:port for a data server")
+        if self.kind == "local" and not self.dir:
+            raise SpecError("data.dir must name a directory of token files")
+        if self.kind == "http" and not self.urls:
+            raise SpecError("data.urls must list token file URLs")
+        if self.token_size not in (2, 4):
+            raise SpecError("data.token_size must be 2 or 4")
+        try:
+            if len(bytes.fromhex(self.shuffle_seed)) != 32:
+                raise ValueError
+        except ValueError:
+            raise SpecError("data.shuffle_seed must be 64 hex characters") from None
+        return self
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    model: ModelSpec = field(default_factory=ModelSpec)
+    optimizer: OptimizerSpec = field(default_factory=OptimizerSpec)
+    data: DataSpec = field(default_factory=DataSpec)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["data"]["urls"], d["data"]["heldout_urls"] = list(self.data.urls), list(self.data.heldout_urls)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict, max_seq_len: int = None) -> "RunSpec":
+        def build(kind, table, name):
+            if not isinstance(table, dict):
+                raise SpecError(f"[{name}] must be a table")
+            known = {f.name for f in fields(kind)}
+            unknown = sorted(set(table) - known)
+            if unknown:
+                raise SpecError(f"[{name}] has unknown key {unknown[0]!r} "
+                                f"(known: {', '.join(sorted(known))})")
+            vals = {k: tuple(v) if isinstance(v, list) else v for k, v in table.items()}
+            try:
+                return kind(**vals)
+            except TypeError as e:
+                raise SpecError(f"[{name}]: {e}") from None
+        try:
+            spec = cls(build(ModelSpec, d.get("model", {}), "model").validate(),
+                       build(OptimizerSpec, d.get("optimizer", {}), "optimizer").validate(),
+                       build(DataSpec, d.get("data", {}), "data").validate())
+        except ValueError as e:
+            raise SpecError(str(e)) from None
+        if max_seq_len is not None and spec.model.max_seq_len != max_seq_len:
+            raise SpecError(f"model.max_seq_len ({spec.model.max_seq_len}) must equal "
+                            f"config.max_seq_len ({max_seq_len})")
+        return spec

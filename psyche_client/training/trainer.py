@@ -1,0 +1,135 @@
+"""Real training for the client daemon: a seeded Llama, DisTrO, data from the run's provider.
+
+The daemon calls these from one worker thread, in the order the state machine asked for them:
+  prepare(epoch, state)            build the model from the run seed (once), log held-out loss
+  apply(step, results)             apply the consensus results of a round (everyone the same set)
+  train(step, batch, state) ->     train on the batch, return the compressed update as a payload
+  evaluate(epoch, step)            held-out loss, once per epoch
+so a round's apply always comes before the next training that must see it."""
+
+import json
+import math
+import time
+
+import numpy as np
+import torch
+
+from ..data.http import HttpDataProvider
+from ..data.local import LocalDataProvider
+from ..data.tcp import TcpDataProvider
+from .distro import DistroOptimizer
+from .model import build_model, parameter_count, parameter_hash
+from .payload import encode_payload, peer_result_from_training_result
+
+
+def make_provider(spec, run_id, identity, seq_len, heldout=False):
+    d = spec.data
+    seed = bytes(32) if heldout else bytes.fromhex(d.shuffle_seed)
+    if heldout:
+        if d.heldout_dir:
+            return LocalDataProvider(d.heldout_dir, d.token_size, seq_len)
+        if d.heldout_urls:
+            return HttpDataProvider(list(d.heldout_urls), d.token_size, seq_len)
+        return None
+    if d.kind == "server":
+        return TcpDataProvider(d.address, run_id, identity, seq_len, d.token_size)
+    if d.kind == "local":
+        return LocalDataProvider(d.dir, d.token_size, seq_len, seed)
+    if d.kind == "http":
+        return HttpDataProvider(list(d.urls), d.token_size, seq_len, seed)
+    raise ValueError(f"data kind {d.kind!r} has no provider")
+
+
+class Metrics:
+    """One JSON object per line, flushed at once so a killed client loses nothing logged; also
+    sent to wandb when a project is named and wandb is installed and configured."""
+
+    def __init__(self, path=None, wandb_args=None, log=print):
+        self.f = open(path, "a", buffering=1) if path else None
+        self.wandb = None
+        if wandb_args and wandb_args.get("project"):
+            try:
+                import wandb
+                self.wandb = wandb.init(**{k: v for k, v in wandb_args.items() if v})
+            except Exception as e:  # not installed, not logged in, offline: keep training
+                log(f"wandb disabled: {type(e).__name__}: {e}")
+
+    def write(self, **record):
+        if self.f:
+            self.f.write(json.dumps({"time": round(time.time(), 3), **record}) + "\n")
+        if self.wandb is not None:
+            self.wandb.log({f"{record['event']}/{k}": v for k, v in record.items()
+                            if isinstance(v, (int, float)) and k != "step"},
+                           step=record.get("step"))
+
+
+class DistroTrainer:
+    def __init__(self, spec, run_id: str, identity, log=print, metrics=None, device="cpu",
+                 micro_batch_size=8):
+        self.spec, self.run_id, self.identity = spec, run_id, identity
+        self.log, self.metrics = log, metrics or Metrics()
+        self.device, self.micro_batch_size = torch.device(device), micro_batch_size
+        self.model = self.optimizer = self.provider = self.heldout = None
+        self.last_loss = None
+
+    # ---------------------------------------------------------------- setup
+    def prepare(self, epoch: int, state) -> None:
+        if self.model is not None:
+            return
+        seq_len = self.spec.model.max_seq_len
+        # every client draws the same initial weights from the run's seed
+        self.model = build_model(self.spec.model, state.run_seed, self.device)
+        o = self.spec.optimizer
+        self.optimizer = DistroOptimizer(self.model.parameters(), lr=o.lr,
+                                         momentum_decay=o.momentum_decay,
+                                         weight_decay=o.weight_decay, chunk=o.chunk, topk=o.topk,
+                                         quantize_1bit=o.quantize_1bit)
+        self.provider = make_provider(self.spec, self.run_id, self.identity, seq_len)
+        self.heldout = make_provider(self.spec, self.run_id, self.identity, seq_len, heldout=True)
+        count, digest = parameter_count(self.model), parameter_hash(self.model)
+        self.metrics.write(event="model", parameters=count, params=digest)
+        self.log(f"model: Llama with {count:,} parameters, params {digest[:16]}")
+        self.evaluate(epoch, state.step - 1)
+
+    # ---------------------------------------------------------------- the three duties
+    def train(self, step: int, batch, state) -> bytes:
+        tokens = torch.from_numpy(np.ascontiguousarray(
+            self.provider.get_samples(batch.start, batch.end))).to(self.device)
+        self.model.train()
+        self.model.zero_grad(set_to_none=True)
+        total, n = 0.0, len(tokens)
+        for micro in torch.split(tokens, self.micro_batch_size):
+            loss = self.model(input_ids=micro, labels=micro).loss
+            (loss * (len(micro) / n)).backward()  # gradient accumulation over micro-batches
+            total += loss.item() * len(micro)
+        self.last_loss = total / n
+        sparse = self.optimizer.compress_step(self.spec.optimizer.lr_at(step))
+        payload = encode_payload(sparse, rice=self.spec.optimizer.rice)
+        self.metrics.write(event="train", step=step, loss=self.last_loss, sequences=n,
+                           payload_bytes=len(payload))
+        self.log(f"step {step}: loss {self.last_loss:.4f} on {batch}, "
+                 f"result {len(payload):,} bytes")
+        return payload
+
+    def apply(self, step: int, results: list) -> None:
+        peers = [peer_result_from_training_result(r, layout=self.optimizer.layout())
+                 for r in results]
+        self.optimizer.apply_results(peers, self.spec.optimizer.lr_at(step))
+        digest = parameter_hash(self.model)
+        self.metrics.write(event="apply", step=step, results=len(peers), params=digest)
+        self.log(f"applied step {step}: {len(peers)} results, params {digest[:16]}")
+
+    @torch.no_grad()
+    def evaluate(self, epoch: int, step: int):
+        if self.heldout is None:
+            return None
+        n = min(self.spec.data.heldout_sequences, self.heldout.index.num_sequences)
+        tokens = torch.from_numpy(self.heldout.get_samples(0, n - 1)).to(self.device)
+        self.model.eval()
+        losses = [self.model(input_ids=m, labels=m).loss.item() * len(m)
+                  for m in torch.split(tokens, self.micro_batch_size)]
+        loss = sum(losses) / n
+        self.metrics.write(event="heldout", epoch=epoch, step=step, loss=loss)
+        self.log(f"held-out loss {loss:.4f} (epoch {epoch}, after step {step}, "
+                 f"perplexity {math.exp(min(loss, 50)):.1f})")
+        return loss
