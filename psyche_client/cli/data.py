@@ -28,6 +28,7 @@ def build_corpus(out, max_mb):
     text = stdlib_docstrings(int(max_mb * (1 << 20)))
     if not text:
         fail("found no standard library docstrings on this machine")
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text(text, encoding="utf-8")
     click.echo(f"wrote {len(text.encode()):,} bytes of docstrings to {out}")
 
