@@ -49,6 +49,11 @@ class Identity:
         p.write_bytes(bytes(self._key))
         p.chmod(0o600)
 
+    @property
+    def seed(self) -> bytes:
+        """The 32-byte secret seed (also the client's iroh endpoint key)."""
+        return bytes(self._key)
+
     def sign(self, message: bytes) -> bytes:
         return self._key.sign(message).signature
 

@@ -9,7 +9,7 @@ from ..backends.base import BackendError
 from ..client.daemon import ClientDaemon
 from ..client.dummy_trainer import DummyTrainer
 from ..identity import Identity, IdentityError
-from ..p2p.mesh import PeerMesh
+from ..p2p.transport import make_transport
 from .common import fail, make_logger
 
 KEY_HELP = ("Path to the client's 32-byte secret key (create one with `openssl rand 32 > "
@@ -52,6 +52,9 @@ def show_identity(identity_secret_key_path):
               help="Port for peer-to-peer traffic; 0 picks a free one.")
 @click.option("--bind-p2p-host", default="127.0.0.1", show_default=True,
               help="Address peers reach this client at.")
+@click.option("--p2p", "p2p_kind", type=click.Choice(["iroh", "ws"]), default="iroh",
+              show_default=True, help="Result transport: iroh (QUIC, payloads as verified blobs) "
+              "or ws (a websocket mesh).")
 @click.option("--tui", type=bool, default=False, show_default=True,
               help="Accepted for compatibility; the client prints progress lines.")
 @click.option("--dummy-training-delay-secs", type=float, default=1.0, show_default=True,
@@ -70,7 +73,7 @@ def show_identity(identity_secret_key_path):
 @click.option("--wandb-run", default=None)
 @click.option("--wandb-group", default=None)
 @click.option("--wandb-entity", default=None)
-def train(run_id, server_addr, identity_secret_key_path, bind_p2p_port, bind_p2p_host, tui,
+def train(run_id, server_addr, identity_secret_key_path, bind_p2p_port, bind_p2p_host, p2p_kind, tui,
           dummy_training_delay_secs, micro_batch_size, device, torch_threads, data_parallelism,
           metrics_file, wandb_project, wandb_run, wandb_group, wandb_entity):
     identity = _identity(identity_secret_key_path)
@@ -96,13 +99,13 @@ def train(run_id, server_addr, identity_secret_key_path, bind_p2p_port, bind_p2p
                              micro_batch_size=micro_batch_size)
 
     async def go():
-        mesh = PeerMesh(identity.public.hex(), on_message=None, host=bind_p2p_host,
-                        port=bind_p2p_port)
-        addr = await mesh.start()
+        transport = make_transport(p2p_kind, identity, None, log, bind_p2p_host, bind_p2p_port)
+        addr = await transport.start()
         backend = CentralizedBackend(server_url(server_addr), run_id, identity, identity.public,
                                      addr)
-        log(f"client {identity.public.hex()} joining run {run_id!r} at {server_addr}, p2p {addr}")
-        return await ClientDaemon(identity, backend, mesh, make_trainer, log=log).run()
+        log(f"client {identity.public.hex()} joining run {run_id!r} at {server_addr}, "
+            f"p2p {p2p_kind} {addr[:48]}")
+        return await ClientDaemon(identity, backend, transport, make_trainer, log=log).run()
 
     try:
         code = asyncio.run(go())

@@ -11,7 +11,6 @@ from concurrent.futures import ThreadPoolExecutor
 from psyche_coordinator_core import CoordinatorError, RoundCommittee, RunState
 
 from ..backends.base import BackendError
-from ..p2p.mesh import PeerMesh
 from .results import TrainingResult
 from .state_machine import ClientStateMachine
 
@@ -19,16 +18,18 @@ TIMER_INTERVAL = 0.5
 
 
 class ClientDaemon:
-    def __init__(self, identity, backend, mesh: PeerMesh, make_trainer, log=print,
+    def __init__(self, identity, backend, transport, make_trainer, log=print,
                  clock=time.time, exit_when_finished=True):
-        """`make_trainer(spec)` builds the trainer once the backend has told the run's spec."""
-        self.identity, self.backend, self.mesh = identity, backend, mesh
+        """`transport` carries results between peers (psyche_client.p2p.transport); the daemon
+        receives them through its on_result. `make_trainer(spec)` builds the trainer once the
+        backend has told the run's spec."""
+        self.identity, self.backend, self.transport = identity, backend, transport
+        transport.on_result = self.on_peer_result
         self.make_trainer, self.trainer = make_trainer, None
         self.log, self.clock = log, clock
         self.exit_when_finished = exit_when_finished
         self.sm = ClientStateMachine(identity.public, identity.public,
                                      tick_jitter=random.uniform(0.2, 2.0))
-        self.mesh.on_message = self._on_peer_message
         self._tasks = set()
         self._last_phase = None
         # one worker: prepare, apply, train and evaluate run in the order they were asked for
@@ -58,7 +59,7 @@ class ClientDaemon:
                 self._spawn(self._guard("evaluate",
                                         self._in_worker(self.trainer.evaluate, act[1], act[2])))
             elif kind == "publish":
-                self._spawn(self.mesh.broadcast(act[1].to_json()))
+                self._spawn(self._guard("publishing a result", self.transport.publish(act[1])))
             elif kind == "log":
                 self.log(act[1])
 
@@ -102,20 +103,13 @@ class ClientDaemon:
         self.log(f"trained step {step} {batch}")
         self._run(self.sm.trained(step, result))
 
-    def _on_peer_message(self, msg):
-        if msg.get("type") != "result":
-            return
-        try:
-            result = TrainingResult.from_json(msg)
-        except ValueError as e:
-            self.log(f"dropped a peer message: {e}")
-            return
+    def on_peer_result(self, result: TrainingResult) -> None:
         self._run(self.sm.on_result(result))
 
     async def _timer(self):
         while True:
             await asyncio.sleep(TIMER_INTERVAL)
-            self.mesh.set_peers(self.backend.peers())
+            self.transport.set_peers(self.backend.peers())
             self._run(self.sm.on_timer(self.clock()))
 
     def _note_phase(self, st):
@@ -136,7 +130,7 @@ class ClientDaemon:
         try:
             while True:
                 st = await self.backend.next_state()
-                self.mesh.set_peers(self.backend.peers())
+                self.transport.set_peers(self.backend.peers())
                 self._note_phase(st)
                 self._run(self.sm.on_state(st, self.clock()))
                 if st.run_state == RunState.Finished and self.exit_when_finished:
@@ -147,5 +141,5 @@ class ClientDaemon:
             for t in list(self._tasks):
                 t.cancel()
             await self.backend.close()
-            await self.mesh.close()
+            await self.transport.close()
             self._worker.shutdown(wait=False, cancel_futures=True)
