@@ -144,6 +144,8 @@ async def _bad_clients(port, run_id, identity):
     await ws.send(json.dumps({"type": "hello", "run_id": run_id, "signer": identity.public.hex(),
                               "p2p_identity": identity.public.hex(), "p2p_addr": None,
                               "signature": identity.sign(hello_message(nonce, run_id)).hex()}))
+    spec = json.loads(await ws.recv())  # the training spec comes first: none, simulated run
+    assert spec == {"type": "spec", "spec": None}
     state = await ws.recv()
     assert isinstance(state, bytes) and from_bytes(state).run_id == run_id
 
