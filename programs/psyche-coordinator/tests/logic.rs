@@ -1,0 +1,387 @@
+//! Without any runtime: the account layouts, the error codes, and the handlers' logic
+//! (`psyche_coordinator::logic`) on a boxed state.
+
+use anchor_lang::prelude::Pubkey;
+use anchor_lang::{AnchorSerialize, Discriminator};
+use psyche_coordinator::logic;
+use psyche_coordinator::{
+    CoordinatorAccount, CoordinatorInstance, CoordinatorProgramError as PE, JoinAuthorization,
+    RunConfigParams,
+};
+use psyche_coordinator_core::{
+    self as core_sm, CheckpointArgs, CoordinatorError, CoordinatorState, RunConfig, RunState,
+    STATE_SIZE,
+};
+use sha2::{Digest, Sha256};
+
+/// A zeroed state on the heap, 8-byte aligned.
+struct Boxed(Vec<u64>);
+
+impl Boxed {
+    fn new() -> Self {
+        Boxed(vec![0; STATE_SIZE / 8])
+    }
+    fn s(&mut self) -> &mut CoordinatorState {
+        bytemuck::from_bytes_mut(bytemuck::cast_slice_mut(&mut self.0))
+    }
+}
+
+fn fresh_run(config: &RunConfig) -> Boxed {
+    let mut b = Boxed::new();
+    core_sm::new_run(b.s(), b"run", config, 7, &CheckpointArgs::DUMMY).unwrap();
+    b
+}
+
+fn quick_config() -> RunConfig {
+    RunConfig {
+        min_clients: 1,
+        init_min_clients: 1,
+        waiting_for_members_extra_time: 3,
+        ..RunConfig::DEFAULT
+    }
+}
+
+// ---------------------------------------------------------------- layout
+
+#[test]
+fn discriminators_are_anchors() {
+    let disc = |name: &str| Sha256::digest(name.as_bytes())[..8].to_vec();
+    assert_eq!(
+        CoordinatorAccount::DISCRIMINATOR,
+        disc("account:CoordinatorAccount")
+    );
+    assert_eq!(
+        CoordinatorInstance::DISCRIMINATOR,
+        disc("account:CoordinatorInstance")
+    );
+    assert_eq!(
+        JoinAuthorization::DISCRIMINATOR,
+        disc("account:JoinAuthorization")
+    );
+}
+
+#[test]
+fn coordinator_account_is_the_core_state() {
+    assert_eq!(core::mem::size_of::<CoordinatorAccount>(), 172_552);
+    assert_eq!(core::mem::size_of::<CoordinatorAccount>(), STATE_SIZE);
+    assert_eq!(core::mem::align_of::<CoordinatorAccount>(), 8);
+    assert_eq!(CoordinatorAccount::SPACE, 172_560);
+    // the view is the same memory
+    let mut words = vec![0u64; STATE_SIZE / 8];
+    let account: &mut CoordinatorAccount =
+        bytemuck::from_bytes_mut(bytemuck::cast_slice_mut(&mut words));
+    let base = account.state.as_ptr();
+    account.state_mut().header.step = 0x0102_0304;
+    assert_eq!(account.state().header.step, 0x0102_0304);
+    assert_eq!(&account.state[68..72], &[4, 3, 2, 1]);
+    assert_eq!(
+        account.state() as *const CoordinatorState as *const u8,
+        base
+    );
+}
+
+#[test]
+fn small_accounts_have_fixed_borsh_layouts() {
+    assert_eq!(
+        CoordinatorInstance::SPACE,
+        8 + 1 + 32 + 32 + 1 + 32 + 4 + 32
+    );
+    assert_eq!(JoinAuthorization::SPACE, 8 + 1 + 32 + 32);
+    let (a, j, c) = (
+        Pubkey::new_unique(),
+        Pubkey::new_unique(),
+        Pubkey::new_unique(),
+    );
+    let instance = CoordinatorInstance {
+        bump: 254,
+        main_authority: a,
+        join_authority: j,
+        permissionless: true,
+        coordinator_account: c,
+        run_id: "x".repeat(32),
+    };
+    let bytes = instance.try_to_vec().unwrap();
+    assert_eq!(bytes.len(), CoordinatorInstance::SPACE - 8);
+    assert_eq!(bytes[0], 254);
+    assert_eq!(&bytes[1..33], a.as_ref());
+    assert_eq!(&bytes[33..65], j.as_ref());
+    assert_eq!(bytes[65], 1);
+    assert_eq!(&bytes[66..98], c.as_ref());
+    assert_eq!(&bytes[98..102], &32u32.to_le_bytes());
+}
+
+#[test]
+fn run_config_params_round_trip() {
+    let c = RunConfig {
+        warmup_time: 1,
+        cooldown_time: 2,
+        max_round_train_time: 3,
+        round_witness_time: 4,
+        epoch_time: 5,
+        global_batch_size_warmup_tokens: 6,
+        total_steps: 7,
+        max_seq_len: 8,
+        min_clients: 9,
+        init_min_clients: 10,
+        witness_nodes: 11,
+        global_batch_size_start: 12,
+        global_batch_size_end: 13,
+        verification_percent: 14,
+        checkpointer_percent: 15,
+        waiting_for_members_extra_time: 16,
+        _pad: [0; 3],
+    };
+    assert_eq!(RunConfigParams::from_core(&c).to_core(), c);
+    // borsh: the 72 canonical bytes minus the 3 pad bytes
+    assert_eq!(
+        RunConfigParams::from_core(&c).try_to_vec().unwrap().len(),
+        69
+    );
+}
+
+// ---------------------------------------------------------------- errors
+
+const PROGRAM_ERRORS: [PE; 11] = [
+    PE::SignerMismatch,
+    PE::NotAuthority,
+    PE::NotJoinAuthority,
+    PE::NotAuthorized,
+    PE::AuthorizationMismatch,
+    PE::WrongCoordinatorAccount,
+    PE::AccountIncorrectSize,
+    PE::AccountMisaligned,
+    PE::AccountAlreadyInitialized,
+    PE::RunIdInvalidLength,
+    PE::CloseNotHalted,
+];
+
+#[test]
+fn every_core_error_has_a_program_error_of_the_same_name() {
+    for e in CoordinatorError::ALL {
+        let p = PE::from(e);
+        assert_eq!(p.name(), e.code());
+        assert_eq!(p.code(), 6000 + e as u32);
+        // what the runtime sees: ProgramError::Custom(6000 + core code)
+        let anchor: anchor_lang::error::Error = p.into();
+        assert_eq!(
+            anchor_lang::prelude::ProgramError::from(anchor),
+            anchor_lang::prelude::ProgramError::Custom(6000 + e as u32)
+        );
+    }
+}
+
+#[test]
+fn program_errors_follow_the_core_codes() {
+    let mut names: Vec<String> = CoordinatorError::ALL
+        .iter()
+        .map(|e| e.code().to_string())
+        .collect();
+    for (i, p) in PROGRAM_ERRORS.iter().enumerate() {
+        assert_eq!(p.code(), 6100 + i as u32, "{}", p.name());
+        assert!(!names.contains(&p.name()), "duplicate {}", p.name());
+        names.push(p.name());
+    }
+    for required in [
+        "SignerMismatch",
+        "NotAuthority",
+        "NotAuthorized",
+        "WrongCoordinatorAccount",
+        "AccountIncorrectSize",
+        "RunIdInvalidLength",
+        "CloseNotHalted",
+    ] {
+        assert!(names.iter().any(|n| n == required), "{required}");
+    }
+}
+
+// ---------------------------------------------------------------- logic
+
+#[test]
+fn time_and_run_id_checks() {
+    assert_eq!(
+        logic::now_from_unix_timestamp(-1),
+        Err(PE::InvalidOperation)
+    );
+    assert_eq!(logic::now_from_unix_timestamp(0), Ok(0));
+    assert_eq!(
+        logic::now_from_unix_timestamp(i64::MAX),
+        Ok(i64::MAX as u64)
+    );
+    assert_eq!(logic::check_run_id_length(""), Err(PE::RunIdInvalidLength));
+    assert_eq!(logic::check_run_id_length(&"é".repeat(16)), Ok(()));
+    assert_eq!(
+        logic::check_run_id_length(&"é".repeat(17)),
+        Err(PE::RunIdInvalidLength)
+    );
+}
+
+#[test]
+fn init_account_data_checks_size_discriminator_and_alignment() {
+    let cfg = quick_config();
+    let mut words = vec![0u64; CoordinatorAccount::SPACE / 8 + 1];
+    let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut words);
+    let space = CoordinatorAccount::SPACE;
+    assert_eq!(
+        logic::init_account_data(&mut bytes[..space - 8], "r", &cfg, 1),
+        Err(PE::AccountIncorrectSize)
+    );
+    assert_eq!(
+        logic::init_account_data(&mut bytes[..space + 8], "r", &cfg, 1),
+        Err(PE::AccountIncorrectSize)
+    );
+    assert_eq!(
+        logic::init_account_data(&mut bytes[1..space + 1], "r", &cfg, 1),
+        Err(PE::AccountMisaligned)
+    );
+    assert_eq!(
+        logic::init_account_data(&mut bytes[..space], &"r".repeat(33), &cfg, 1),
+        Err(PE::RunIdInvalidLength)
+    );
+    assert_eq!(
+        logic::init_account_data(&mut bytes[..space], "a\0", &cfg, 1),
+        Err(PE::InvalidRunId)
+    );
+    let bad = RunConfig {
+        min_clients: 0,
+        ..cfg
+    };
+    assert_eq!(
+        logic::init_account_data(&mut bytes[..space], "r", &bad, 1),
+        Err(PE::InvalidConfig)
+    );
+    assert!(
+        bytes.iter().all(|&b| b == 0),
+        "a refused init writes nothing"
+    );
+    assert_eq!(
+        logic::init_account_data(&mut bytes[..space], "r", &cfg, 1),
+        Ok(())
+    );
+    assert_eq!(&bytes[..8], CoordinatorAccount::DISCRIMINATOR);
+    let mut expected = Boxed::new();
+    core_sm::new_run(expected.s(), b"r", &cfg, 1, &CheckpointArgs::DUMMY).unwrap();
+    assert!(bytes[8..space] == *bytemuck::bytes_of(expected.s()));
+    assert_eq!(
+        logic::init_account_data(&mut bytes[..space], "r", &cfg, 1),
+        Err(PE::AccountAlreadyInitialized)
+    );
+}
+
+#[test]
+fn client_operations_tick_after_success_only() {
+    let mut b = fresh_run(&quick_config());
+    let t0 = 1_000;
+    logic::set_paused(b.s(), t0, false).unwrap();
+    let (alice, bob) = (Pubkey::new_unique(), Pubkey::new_unique());
+    // joining before the grace time: no transition
+    logic::join_run(b.s(), t0 + 1, &alice, &[1; 32]).unwrap();
+    assert_eq!(b.s().run_state(), RunState::WaitingForMembers);
+    // a failed operation does not tick, even when a tick would start the epoch
+    let before = bytemuck::bytes_of(b.s()).to_vec();
+    assert_eq!(
+        logic::join_run(b.s(), t0 + 5, &alice, &[1; 32]),
+        Err(PE::AlreadyJoined)
+    );
+    assert!(bytemuck::bytes_of(b.s()) == &before[..]);
+    // a successful one ticks: the epoch starts at once
+    logic::join_run(b.s(), t0 + 5, &bob, &[2; 32]).unwrap();
+    assert_eq!(b.s().run_state(), RunState::Warmup);
+    assert_eq!(b.s().clients().len(), 2);
+    // warmup witnesses from both: training starts (by the operation itself)
+    logic::warmup_witness(b.s(), t0 + 6, &alice, 0).unwrap();
+    logic::warmup_witness(b.s(), t0 + 6, &bob, 1).unwrap();
+    assert_eq!(b.s().run_state(), RunState::RoundTrain);
+    // withdraw ticks too; a halted run's tick error is ignored
+    logic::set_paused(b.s(), t0 + 7, true).unwrap(); // active: pause after the round
+    assert_eq!(b.s().header.pending_pause, 1);
+    assert_eq!(logic::tick(b.s(), t0 + 7), Ok(()));
+}
+
+#[test]
+fn halted_runs_only_tick_with_an_error() {
+    let mut b = fresh_run(&quick_config());
+    assert_eq!(logic::tick(b.s(), 5), Err(PE::Halted));
+    // a join on an Uninitialized run is accepted; the tick's Halted is ignored
+    assert_eq!(
+        logic::join_run(b.s(), 5, &Pubkey::new_unique(), &[0; 32]),
+        Ok(())
+    );
+    assert_eq!(b.s().pending().len(), 1);
+}
+
+#[test]
+fn update_and_set_paused_are_the_core_operations() {
+    let mut b = fresh_run(&quick_config());
+    let cfg = RunConfigParams::from_core(&RunConfig {
+        epoch_time: 900,
+        ..quick_config()
+    });
+    logic::update(b.s(), 1, Some(&cfg), None).unwrap();
+    assert_eq!(b.s().config.epoch_time, 900);
+    assert_eq!(logic::set_paused(b.s(), 1, true), Err(PE::Halted));
+    assert_eq!(logic::set_paused(b.s(), 1, false), Ok(()));
+    assert_eq!(
+        logic::update(b.s(), 2, Some(&cfg), None),
+        Err(PE::UpdateNotHalted)
+    );
+    assert_eq!(logic::set_paused(b.s(), 2, false), Err(PE::CannotResume));
+}
+
+#[test]
+fn free_needs_a_halted_run() {
+    let mut b = fresh_run(&quick_config());
+    for (state, ok) in [
+        (RunState::Uninitialized, true),
+        (RunState::WaitingForMembers, false),
+        (RunState::Warmup, false),
+        (RunState::RoundTrain, false),
+        (RunState::RoundWitness, false),
+        (RunState::Cooldown, false),
+        (RunState::Finished, true),
+        (RunState::Paused, true),
+    ] {
+        b.s().header.run_state = state as u8;
+        assert_eq!(logic::check_free(b.s()).is_ok(), ok, "{state:?}");
+        if !ok {
+            assert_eq!(logic::check_free(b.s()), Err(PE::CloseNotHalted));
+        }
+    }
+}
+
+#[test]
+fn join_permission_rules() {
+    let (key, signer, other) = (
+        Pubkey::new_unique(),
+        Pubkey::new_unique(),
+        Pubkey::new_unique(),
+    );
+    let mut instance = CoordinatorInstance {
+        bump: 1,
+        main_authority: other,
+        join_authority: other,
+        permissionless: false,
+        coordinator_account: other,
+        run_id: "r".into(),
+    };
+    let auth = |instance, grantee| JoinAuthorization {
+        bump: 1,
+        coordinator_instance: instance,
+        grantee,
+    };
+    let check = |i: &CoordinatorInstance, a: Option<&JoinAuthorization>| {
+        logic::check_join_permission(i, &key, &signer, a)
+    };
+    assert_eq!(check(&instance, None), Err(PE::NotAuthorized));
+    assert_eq!(check(&instance, Some(&auth(key, signer))), Ok(()));
+    assert_eq!(
+        check(&instance, Some(&auth(key, other))),
+        Err(PE::SignerMismatch)
+    );
+    assert_eq!(
+        check(&instance, Some(&auth(other, signer))),
+        Err(PE::AuthorizationMismatch)
+    );
+    instance.permissionless = true;
+    assert_eq!(check(&instance, None), Ok(()));
+    assert_eq!(check(&instance, Some(&auth(other, other))), Ok(()));
+}
