@@ -1,9 +1,10 @@
 """Witness bloom filters on pybloom-live with fixed protocol parameters.
 
 Keys are lowercase hex strings (a signer's public key, a result commitment), so any language
-reproduces the bits: for a key k, h = SHA-256(SHA-256(u32_le(0)) || utf8(k)); the first 11
-little-endian u16 words of h, each mod 369, give one bit per slice; slice s owns bits
-[369*s, 369*(s+1)). Bit i lives in byte i // 8 at bit i % 8 (least significant first).
+reproduces the bits: for a key k, h = XXH3-128(XXH3-128(u32_le(0)) || utf8(k)), each digest as
+its canonical 16 big-endian bytes; the 8 little-endian u16 words of h, each mod 353, give one bit
+per slice; slice s owns bits [353*s, 353*(s+1)). Bit i lives in byte i // 8 at bit i % 8 (least
+significant first): 2,824 bits fill 353 bytes, followed by 3 zero bytes (356 on the wire).
 pybloom-live packs and unpacks in native byte order: the layout above is what it produces on
 little-endian hosts (x86-64, ARM64), which is every machine this project supports."""
 
@@ -25,12 +26,16 @@ def _new_filter() -> BloomFilter:
     return f
 
 
+USED_BYTES = BLOOM_BITS // 8  # 353: the filter's bits end on a byte boundary
+
+
 def check_bloom_bytes(data: bytes) -> bytes:
-    """Reject anything that is not exactly a filter's bytes with the padding bits clear."""
+    """Reject anything that is not exactly a filter's bytes with the padding clear."""
     if not isinstance(data, (bytes, bytearray)) or len(data) != BLOOM_BYTES:
         raise CoordinatorError("MalformedBloom", f"expected {BLOOM_BYTES} bytes")
-    if data[-1] >> (BLOOM_BITS - 8 * (BLOOM_BYTES - 1)):
-        raise CoordinatorError("MalformedBloom", "padding bits past bit 4059 must be zero")
+    if any(data[USED_BYTES:]):
+        raise CoordinatorError("MalformedBloom",
+                               f"padding bytes {USED_BYTES}..{BLOOM_BYTES - 1} must be zero")
     return bytes(data)
 
 
@@ -40,8 +45,8 @@ class WitnessBloom:
     def __init__(self, data: bytes = EMPTY_BLOOM):
         self._filter = _new_filter()
         bits = bitarray.bitarray(endian="little")
-        bits.frombytes(check_bloom_bytes(data))
-        self._filter.bitarray = bits[:BLOOM_BITS]
+        bits.frombytes(check_bloom_bytes(data)[:USED_BYTES])
+        self._filter.bitarray = bits
 
     def add(self, key_hex: str) -> None:
         """Add a key; a key already present is not counted twice. A round never has more
@@ -55,7 +60,7 @@ class WitnessBloom:
         return _check_key(key_hex) in self._filter
 
     def to_bytes(self) -> bytes:
-        return self._filter.bitarray.tobytes()
+        return self._filter.bitarray.tobytes().ljust(BLOOM_BYTES, b"\0")
 
 
 def _check_key(key_hex: str) -> str:

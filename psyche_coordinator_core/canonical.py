@@ -13,7 +13,7 @@ Fixed size, little-endian, every padding byte explicit and zero. Offsets (bytes)
   rounds             [Round; 4]  height:u32 participant_count:u16 witnesses_len:u16
                      data_index:u64 random_seed:u64 participants[32] (bit i = client i, LSB first)
                      [Witness; 32]  index:u16 _pad[6] broadcast_merkle[32]
-                                    participant_bloom[508] broadcast_bloom[508]   (1056 each)
+                                    participant_bloom[356] broadcast_bloom[356]   (752 each)
 
 Unused client, round and witness slots are all zero. The state hash is SHA-256 of these bytes."""
 
@@ -51,8 +51,8 @@ PENDING_OFFSET = CLIENTS_OFFSET + MAX_CLIENTS * CLIENT_SIZE
 ROUNDS_OFFSET = PENDING_OFFSET + MAX_CLIENTS * CLIENT_SIZE
 STATE_SIZE = ROUNDS_OFFSET + NUM_STORED_ROUNDS * ROUND_SIZE
 
-assert (HEADER_SIZE, CONFIG_SIZE, CLIENT_SIZE, WITNESS_SIZE) == (96, 72, 72, 1056)
-assert ROUND_SIZE % 8 == 0 and STATE_SIZE == 172552
+assert (HEADER_SIZE, CONFIG_SIZE, CLIENT_SIZE, WITNESS_SIZE) == (96, 72, 72, 752)
+assert ROUND_SIZE % 8 == 0 and STATE_SIZE == 133640
 
 
 class LayoutError(ValueError):

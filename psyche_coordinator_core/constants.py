@@ -8,15 +8,16 @@ RUN_ID_LEN = 32
 REPO_LEN = 64  # checkpoint repo id and revision, NUL-padded UTF-8
 MERKLE_ROOT_LEN = 32
 
-# Witness bloom filters (pybloom-live, partitioned). capacity 256 and error rate 0.0005 give
-# 11 slices of 369 bits hashed with SHA-256: about 0.05% false positives at 256 items, far
-# under the 1% target, and a hash both a Solana program (syscall) and any language reproduce.
+# Witness bloom filters (pybloom-live, partitioned). capacity 256 and error rate 0.005 give
+# 8 slices of 353 bits hashed with XXH3-128: about 0.5% false positives at 256 items, under
+# the 1% target, and small enough that a witness (two filters) fits in one Solana transaction
+# (1,232 bytes); a smaller error rate makes pybloom-live pick a wider hash and larger filters.
 BLOOM_CAPACITY = 256
-BLOOM_ERROR_RATE = 0.0005
-BLOOM_SLICES = 11
-BLOOM_BITS_PER_SLICE = 369
-BLOOM_BITS = BLOOM_SLICES * BLOOM_BITS_PER_SLICE  # 4059
-BLOOM_BYTES = 508  # ceil(4059 / 8); the 5 trailing bits must be zero
+BLOOM_ERROR_RATE = 0.005
+BLOOM_SLICES = 8
+BLOOM_BITS_PER_SLICE = 353
+BLOOM_BITS = BLOOM_SLICES * BLOOM_BITS_PER_SLICE  # 2824, exactly 353 bytes
+BLOOM_BYTES = 356  # 353 bytes of bits and 3 zero bytes, so witnesses stay 8-byte aligned
 
 # Bounds that keep integer arithmetic inside u64 in the Rust mirror (no u128 on chain).
 MAX_WARMUP_TOKENS = 1 << 44

@@ -6,6 +6,7 @@ import hashlib
 import random
 
 import pytest
+import xxhash
 
 from psyche_coordinator_core import CoordinatorError, WitnessBloom, bloom_contains, bloom_of
 from psyche_coordinator_core.bloom import EMPTY_BLOOM, check_bloom_bytes
@@ -23,17 +24,18 @@ def random_keys(rng: random.Random, n: int) -> list:
 # ---------------------------------------------------------------- independent reimplementation
 
 def bit_positions(key_hex: str) -> list:
-    """From the bloom.py docstring alone: h = SHA-256(SHA-256(u32_le(0)) || utf8(k)); the first 11
-    little-endian u16 words of h, each mod 369, give one bit per slice; slice s owns bits
-    [369*s, 369*(s+1))."""
-    h = hashlib.sha256(hashlib.sha256((0).to_bytes(4, "little")).digest() + key_hex.encode())
-    d = h.digest()
-    return [s * 369 + int.from_bytes(d[2 * s:2 * s + 2], "little") % 369 for s in range(11)]
+    """From the bloom.py docstring alone: h = XXH3-128(XXH3-128(u32_le(0)) || utf8(k)) as
+    big-endian digests; the 8 little-endian u16 words of h, each mod 353, give one bit per slice;
+    slice s owns bits [353*s, 353*(s+1))."""
+    salt = xxhash.xxh3_128((0).to_bytes(4, "little")).digest()
+    d = xxhash.xxh3_128(salt + key_hex.encode()).digest()
+    return [s * 353 + int.from_bytes(d[2 * s:2 * s + 2], "little") % 353 for s in range(8)]
 
 
 def layout_bytes(keys) -> bytes:
-    """Bit i lives in byte i // 8 at bit i % 8 (least significant first); 4059 bits in 508 bytes."""
-    out = bytearray(508)
+    """Bit i lives in byte i // 8 at bit i % 8 (least significant first); 2824 bits in 353 bytes,
+    then 3 zero bytes."""
+    out = bytearray(356)
     for k in keys:
         for i in bit_positions(k):
             out[i // 8] |= 1 << (i % 8)
@@ -41,8 +43,8 @@ def layout_bytes(keys) -> bytes:
 
 
 def test_constants_match_the_documented_layout():
-    assert (BLOOM_SLICES, BLOOM_BITS_PER_SLICE, BLOOM_BITS, BLOOM_BYTES) == (11, 369, 4059, 508)
-    assert EMPTY_BLOOM == bytes(508)
+    assert (BLOOM_SLICES, BLOOM_BITS_PER_SLICE, BLOOM_BITS, BLOOM_BYTES) == (8, 353, 2824, 356)
+    assert EMPTY_BLOOM == bytes(356)
 
 
 # ---------------------------------------------------------------- false positives / negatives
@@ -61,8 +63,8 @@ def test_false_positive_rate_with_256_participants():
     print(f"bloom false-positive rate at {PARTICIPANTS} items: {rate:.4%} "
           f"({false_positives}/{QUERIES})")
     assert rate <= 0.01
-    # the design point is ~0.05% ((1 - e^(-256/369))^11 = 0.049%); 0.2% would mean a broken hash
-    assert rate <= 0.002
+    # the design point is ~0.5% ((1 - e^(-256/353))^8 = 0.50%); 0.8% would mean a broken hash
+    assert rate <= 0.008
 
 
 def test_no_false_negatives():
@@ -89,7 +91,7 @@ def test_bloom_bytes_follow_the_documented_layout(n):
     data = bloom_of(keys)
     assert len(data) == BLOOM_BYTES
     assert data == layout_bytes(keys)
-    assert data[-1] >> 3 == 0  # padding bits 4059..4063 stay clear
+    assert data[353:] == bytes(3)  # the padding bytes stay clear
 
 
 def test_membership_follows_the_documented_layout():
@@ -104,12 +106,12 @@ def test_known_answer_for_the_rust_port():
     """Pinned values a port can check without any bloom library."""
     k = hashlib.sha256(b"psyche-vector/signer/0").hexdigest()
     assert k == "84685c3ef3d0083568d3c7fa72646c7125b8aac78c14f321da929faf595c4828"
-    assert bit_positions(k) == [144, 421, 949, 1220, 1519, 1979, 2297, 2869, 3139, 3656, 3909]
+    assert bit_positions(k) == [346, 407, 913, 1129, 1487, 1788, 2211, 2544]
     assert hashlib.sha256(bloom_of([k])).hexdigest() == (
-        "6cf5081e829d5ad0df77a2e0d1c344e79c61be5b96da823e6fe8487410914fba")
+        "cc1071c0e68c703009d335d33ae379e335c2bf904bfab25617e03276f6225b25")
     keys = [hashlib.sha256(b"psyche-vector/signer/%d" % i).hexdigest() for i in range(256)]
     assert hashlib.sha256(bloom_of(keys)).hexdigest() == (
-        "8a43fe5d3db33d0f06cbe34a14c5b1f0d098d60f7dc9007d62aaec400c80f1bb")
+        "1b9759648c8de0a9fba1f533d283b11902b7208b9e8d6321770589700595fd78")
 
 
 def test_keys_are_lowercase_hex_strings():
@@ -122,7 +124,7 @@ def test_keys_are_lowercase_hex_strings():
 
 # ---------------------------------------------------------------- malformed bytes
 
-@pytest.mark.parametrize("length", [0, 1, 507, 509, 512, 1016])
+@pytest.mark.parametrize("length", [0, 1, 353, 355, 357, 508, 712])
 def test_wrong_length_is_malformed(length):
     with pytest.raises(CoordinatorError) as e:
         check_bloom_bytes(bytes(length))
@@ -131,28 +133,29 @@ def test_wrong_length_is_malformed(length):
         WitnessBloom(bytes(length))
 
 
-@pytest.mark.parametrize("bit", range(3, 8))
-def test_padding_bits_set_is_malformed(bit):
-    data = bytes(507) + bytes([1 << bit])
+@pytest.mark.parametrize("position", [353, 354, 355])
+def test_padding_bytes_set_is_malformed(position):
+    data = bytearray(356)
+    data[position] = 1
     with pytest.raises(CoordinatorError) as e:
-        check_bloom_bytes(data)
+        check_bloom_bytes(bytes(data))
     assert e.value.code == "MalformedBloom"
     with pytest.raises(CoordinatorError):
-        bloom_contains(data, "00" * 32)
+        bloom_contains(bytes(data), "00" * 32)
 
 
 def test_last_real_bits_are_accepted():
-    data = bytes(507) + b"\x07"  # bits 4056, 4057, 4058: the end of slice 10
+    data = bytes(352) + b"\x80" + bytes(3)  # bit 2823: the end of slice 7
     assert check_bloom_bytes(data) == data
     assert WitnessBloom(data).to_bytes() == data
-    full = b"\xff" * 507 + b"\x07"
+    full = b"\xff" * 353 + bytes(3)
     assert WitnessBloom(full).to_bytes() == full
     assert bloom_contains(full, "12" * 32)
 
 
 def test_not_bytes_is_malformed():
-    for bad in ("00" * 508, None, [0] * 508):
+    for bad in ("00" * 356, None, [0] * 356):
         with pytest.raises(CoordinatorError) as e:
             check_bloom_bytes(bad)
         assert e.value.code == "MalformedBloom"
-    assert check_bloom_bytes(bytearray(508)) == bytes(508)
+    assert check_bloom_bytes(bytearray(356)) == bytes(356)

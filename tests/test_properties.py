@@ -302,7 +302,7 @@ def test_sequences_reach_every_phase():
     rng = random.Random(7)
     seen = set()
     for config_index in range(len(CONFIGS)):
-        for _ in range(5):
+        for _ in range(12):
             ops = [(rng.choice(KINDS), rng.randrange(LABELS), rng.randrange(LABELS),
                     rng.randrange(4)) for _ in range(150)]
             _, trace = run_sequence(config_index, ops,

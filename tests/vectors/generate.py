@@ -1425,20 +1425,22 @@ def errors_witness():
 @scenario
 def errors_malformed_bloom():
     sc = started("errors_malformed_bloom",
-                 "MalformedBloom: participant or broadcast bloom of the wrong length (507, 509, "
-                 "0 bytes) or with any of the 5 padding bits past bit 4059 set. Padding-free "
-                 "last-byte bits are accepted.", labels=(0, 1, 2))
+                 "MalformedBloom: participant or broadcast bloom of the wrong length (355, 357, "
+                 "0 bytes) or with a bit set in any of the 3 padding bytes after the 353 bytes "
+                 "of bits. A filter with every real bit set is accepted.", labels=(0, 1, 2))
     w = sc.elected_labels()
     good = bytes(BLOOM_BYTES)
     sc.witness(w[0], participant_bloom=good[:-1], dt=1, error="MalformedBloom")
     sc.witness(w[0], participant_bloom=good + b"\0", error="MalformedBloom")
     sc.witness(w[0], broadcast_bloom=b"", error="MalformedBloom")
     sc.witness(w[0], broadcast_bloom=good[:-1], error="MalformedBloom")
-    for bit in range(3, 8):
-        bad = good[:-1] + bytes([1 << bit])
-        sc.witness(w[0], participant_bloom=bad, error="MalformedBloom")
-        sc.witness(w[0], broadcast_bloom=bad, error="MalformedBloom")
-    sc.witness(w[0], participant_bloom=good[:-1] + b"\x07", broadcast_bloom=b"\xff" * 507 + b"\x07")
+    for pos in (353, 354, 355):
+        bad = bytearray(good)
+        bad[pos] = 0x80 if pos == 355 else 0x01
+        sc.witness(w[0], participant_bloom=bytes(bad), error="MalformedBloom")
+        sc.witness(w[0], broadcast_bloom=bytes(bad), error="MalformedBloom")
+    sc.witness(w[0], participant_bloom=bytes(352) + b"\x80" + bytes(3),
+               broadcast_bloom=b"\xff" * 353 + bytes(3))
     sc.witness(w[1], merkle=bytes(31), error="InvalidOperation")
     sc.witness(w[1], merkle=bytes(33), error="InvalidOperation")
     return sc

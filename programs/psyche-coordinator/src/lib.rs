@@ -140,7 +140,7 @@ pub mod psyche_coordinator {
         Ok(())
     }
 
-    /// An elected witness reports the round's blooms (508 bytes each) and merkle root; then tick.
+    /// An elected witness reports the round's blooms (356 bytes each) and merkle root; then tick.
     pub fn witness(
         ctx: Context<PermissionlessCoordinatorAccounts>,
         index: u32,

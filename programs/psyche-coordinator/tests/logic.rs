@@ -62,10 +62,10 @@ fn discriminators_are_anchors() {
 
 #[test]
 fn coordinator_account_is_the_core_state() {
-    assert_eq!(core::mem::size_of::<CoordinatorAccount>(), 172_552);
+    assert_eq!(core::mem::size_of::<CoordinatorAccount>(), 133_640);
     assert_eq!(core::mem::size_of::<CoordinatorAccount>(), STATE_SIZE);
     assert_eq!(core::mem::align_of::<CoordinatorAccount>(), 8);
-    assert_eq!(CoordinatorAccount::SPACE, 172_560);
+    assert_eq!(CoordinatorAccount::SPACE, 133_648);
     // the view is the same memory
     let mut words = vec![0u64; STATE_SIZE / 8];
     let account: &mut CoordinatorAccount =

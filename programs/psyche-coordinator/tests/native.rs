@@ -264,7 +264,7 @@ fn init_writes_the_core_new_run_and_the_instance() {
     let config = small_config();
     let run = Run::new("run-1", true, &config);
     let data = &run.bank.account(&run.account).unwrap().data;
-    assert_eq!(data.len(), 8 + 172_552);
+    assert_eq!(data.len(), 8 + 133_640);
     assert_eq!(&data[..8], CoordinatorAccount::DISCRIMINATOR);
     let mut expected = Model::zeroed();
     core_sm::new_run(
@@ -599,18 +599,21 @@ fn free_coordinator_closes_a_halted_run() {
 
 #[test]
 fn witness_instruction_size() {
-    // 8 discriminator + index + step + 2 x (4 + 508) blooms + 32 merkle root: with one
-    // signature and four account keys a legacy transaction is 1,309 bytes, over the 1,232
-    // byte packet limit of a real cluster (see README, open problems).
+    // 8 discriminator + index + step + 2 x (4 + 356) blooms + 32 merkle root. A legacy
+    // transaction with one signature and the program plus three account keys adds 237 bytes:
+    // it must fit in the 1,232-byte packet limit of a real cluster.
     let data = ixs::Witness {
         index: 0,
         step: 1,
-        participant_bloom: vec![0; 508],
-        broadcast_bloom: vec![0; 508],
+        participant_bloom: vec![0; 356],
+        broadcast_bloom: vec![0; 356],
         broadcast_merkle: [0; 32],
     }
     .data();
-    assert_eq!(data.len(), 1072);
+    assert_eq!(data.len(), 768);
+    const LEGACY_TX_OVERHEAD: usize = 1 + 64 + 3 + 1 + 4 * 32 + 32 + 1 + 1 + 1 + 3 + 2;
+    assert_eq!(LEGACY_TX_OVERHEAD, 237);
+    assert!(LEGACY_TX_OVERHEAD + data.len() <= 1232);
 }
 
 // ------------------------------------------------------------------------------ vectors

@@ -1,30 +1,31 @@
 //! Witness bloom filters with the bit layout of `bloom.py` (pybloom-live on little-endian hosts):
-//! for a key k (a lowercase hex string), h = SHA-256(SHA-256(u32_le(0)) || utf8(k)); the first 11
-//! little-endian u16 words of h, each mod 369, give one bit per slice; slice s owns bits
-//! [369*s, 369*(s+1)). Bit i lives in byte i / 8 at bit i % 8 (least significant first). 4059
-//! bits fill 508 bytes; the 5 padding bits at the top of the last byte must be zero.
+//! for a key k (a lowercase hex string), h = XXH3-128(XXH3-128(u32_le(0)) || utf8(k)), each
+//! digest as its canonical 16 big-endian bytes; the 8 little-endian u16 words of h, each mod 353,
+//! give one bit per slice; slice s owns bits [353*s, 353*(s+1)). Bit i lives in byte i / 8 at
+//! bit i % 8 (least significant first). 2824 bits fill 353 bytes; the 3 padding bytes after
+//! them must be zero.
+
+use xxhash_rust::xxh3::Xxh3;
 
 use crate::constants::{BLOOM_BITS, BLOOM_BITS_PER_SLICE, BLOOM_BYTES, BLOOM_SLICES, KEY_LEN};
 use crate::error::CoordinatorError;
-use crate::shuffle::sha256;
 
-/// SHA-256(u32_le(0)): pybloom-live's one salt for these parameters.
-pub const SALT0: [u8; 32] = [
-    0xdf, 0x3f, 0x61, 0x98, 0x04, 0xa9, 0x2f, 0xdb, 0x40, 0x57, 0x19, 0x2d, 0xc4, 0x3d, 0xd7, 0x48,
-    0xea, 0x77, 0x8a, 0xdc, 0x52, 0xbc, 0x49, 0x8c, 0xe8, 0x05, 0x24, 0xc0, 0x14, 0xb8, 0x11, 0x19,
+/// XXH3-128(u32_le(0)) as big-endian bytes: pybloom-live's one salt for these parameters.
+pub const SALT0: [u8; 16] = [
+    0x2a, 0x33, 0x81, 0x6e, 0xd7, 0xe0, 0xc3, 0x73, 0xdb, 0xe5, 0x63, 0xc7, 0x37, 0x22, 0x0b, 0x65,
 ];
 
 pub const EMPTY_BLOOM: [u8; BLOOM_BYTES] = [0; BLOOM_BYTES];
 
-/// Bits of the last byte that belong to the filter (4059 - 8 * 507 = 3).
-const LAST_BYTE_BITS: usize = BLOOM_BITS - 8 * (BLOOM_BYTES - 1);
+/// Bytes that hold the filter's bits (2824 / 8 = 353); the rest is zero padding.
+const USED_BYTES: usize = BLOOM_BITS / 8;
 
-/// `check_bloom_bytes`: exactly 508 bytes with the padding bits clear, else `MalformedBloom`.
+/// `check_bloom_bytes`: exactly 356 bytes with the padding bytes clear, else `MalformedBloom`.
 pub fn check_bloom_bytes(data: &[u8]) -> Result<&[u8; BLOOM_BYTES], CoordinatorError> {
     let bloom: &[u8; BLOOM_BYTES] = data
         .try_into()
         .map_err(|_| CoordinatorError::MalformedBloom)?;
-    if bloom[BLOOM_BYTES - 1] >> LAST_BYTE_BITS != 0 {
+    if bloom[USED_BYTES..].iter().any(|&b| b != 0) {
         return Err(CoordinatorError::MalformedBloom);
     }
     Ok(bloom)
@@ -41,9 +42,12 @@ pub fn key_hex(key: &[u8; KEY_LEN]) -> [u8; 2 * KEY_LEN] {
     out
 }
 
-/// The 11 bit indices (one per slice, already offset by 369 * slice) of a key given as UTF-8.
+/// The 8 bit indices (one per slice, already offset by 353 * slice) of a key given as UTF-8.
 pub fn bit_positions(key_utf8: &[u8]) -> [u16; BLOOM_SLICES] {
-    let h = sha256(&[&SALT0, key_utf8]);
+    let mut hasher = Xxh3::new();
+    hasher.update(&SALT0);
+    hasher.update(key_utf8);
+    let h = hasher.digest128().to_be_bytes();
     let mut out = [0u16; BLOOM_SLICES];
     for (s, o) in out.iter_mut().enumerate() {
         let word = u16::from_le_bytes([h[2 * s], h[2 * s + 1]]) as usize;
@@ -92,9 +96,9 @@ mod tests {
     const K3: &str = "27f66b648d73821fd11db61a8060090818e370500170546d5f2b50ddfe069135";
 
     /// `bloom_of([K1]).hex()` from the Python core.
-    const BLOOM_K1: &str = "00000000000000000000000000000000000001000000000000000000000000000000000000000000000000000000000000000000200000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000200000000000000000000000000000000000000000000000000000000000000000001000000000000000000000000000000000000000000000000000000000000000000000000080000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000080000000000000000000000000000000000000000000000000000000000000000000000000000000200000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000200000000000000000000000000000000000000000000000000000000000000000000800000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000010000000000000000000000000000000000000000000000000000000000002000000000000000000000000000000000000000";
+    const BLOOM_K1: &str = "0000000000000000000000000000000000000000000000000000000000000000000000000000000000000004000000000000800000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000200000000000000000000000000000000000000000000000000000200000000000000000000000000000000000000000000000000000000000000000000000000000000000000800000000000000000000000000000000000000000000000000000000000000000000000000010000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000800000000000000000000000000000000000000000000000000000000000000000000000000000000000100000000000000000000000000000000000000000000000000000000000000000000000000";
     /// `bloom_of([K1, K2, K3]).hex()` from the Python core.
-    const BLOOM_K123: &str = "00000000000000000000000000000000000001000000000000000000000000000000000800000000000000080000000000000000200000000000000000000000000000000000000000000000200000000000000000080000000000000000000000000000000000000000000000000000000000000000a04000000000000000000000000000000000000000000100000040000000000000001000000000000000000000000000000000000000000000000000000000000000000000000080000000000100000000000000002000000000000000000000000000000000000000000000000000000000000000000000000000000000000000082000000010000000000000000000000000000000000000000000000000000000000000000000000200000000000000000000000000000000008000000000000000000000000000000080000000000000000000000000000000000000000000000000000000000020020000000000200000000000000000000000000000000000000000000000000000000000004000000800000000000000100000000000000000000000000000000000000000000000000000000000000000004000000040000000000000000000000000000000000000010000000000000000000000000000000000000000000000000000000000102000000000000000000000200000000000000000";
+    const BLOOM_K123: &str = "0000000000000000080000000000000000000000000000001000000000000000000000000000000000000004000000000000800000000000000000000080000000020000000000000000000000000000000000000000000000000080000000000000000000000000000000000000000000000200010000000000000000000000000000000000000000000000000200000000000000000000000000000000000020000000000000000000000020000000000000000000000000808000000000000000000000000000000000000000000000000002000000000000000000000010000000000000000100000000000000000000000000000000000000000000000000000000040000000000000000000000000000000800000000000000008000000000000000002000000000000000000000000000000000000000000000000100000000000000000000000200000000000000000000000000000000400000000000000000";
 
     fn bloom_of(keys: &[&str]) -> [u8; BLOOM_BYTES] {
         let mut b = EMPTY_BLOOM;
@@ -105,8 +109,11 @@ mod tests {
     }
 
     #[test]
-    fn salt_is_sha256_of_u32_zero() {
-        assert_eq!(sha256(&[&0u32.to_le_bytes()]), SALT0);
+    fn salt_is_xxh3_128_of_u32_zero() {
+        assert_eq!(
+            xxhash_rust::xxh3::xxh3_128(&0u32.to_le_bytes()).to_be_bytes(),
+            SALT0
+        );
     }
 
     #[test]
@@ -118,10 +125,7 @@ mod tests {
         let bits: Vec<usize> = (0..BLOOM_BITS)
             .filter(|&i| (b[i / 8] >> (i % 8)) & 1 == 1)
             .collect();
-        assert_eq!(
-            bits,
-            [361, 437, 1086, 1460, 1553, 1943, 2290, 2640, 3017, 3574, 3892]
-        );
+        assert_eq!(bits, [25, 480, 755, 1081, 1603, 2065, 2286, 2526]);
     }
 
     #[test]
@@ -142,27 +146,23 @@ mod tests {
     #[test]
     fn malformed_blooms_are_rejected() {
         assert!(check_bloom_bytes(&EMPTY_BLOOM).is_ok());
-        assert_eq!(
-            check_bloom_bytes(&[0u8; 507]),
-            Err(CoordinatorError::MalformedBloom)
-        );
-        assert_eq!(
-            check_bloom_bytes(&[0u8; 509]),
-            Err(CoordinatorError::MalformedBloom)
-        );
-        assert_eq!(
-            check_bloom_bytes(&[]),
-            Err(CoordinatorError::MalformedBloom)
-        );
-        let mut b = EMPTY_BLOOM;
-        b[507] = 0b0000_0111; // bits 4056..4058: inside the filter
-        assert!(check_bloom_bytes(&b).is_ok());
-        for pad in 3..8 {
-            b[507] = 1 << pad;
+        for len in [0, 355, 357, 508] {
             assert_eq!(
-                check_bloom_bytes(&b),
+                check_bloom_bytes(&vec![0u8; len]),
                 Err(CoordinatorError::MalformedBloom),
-                "bit {pad}"
+                "length {len}"
+            );
+        }
+        let mut b = [0xffu8; BLOOM_BYTES];
+        b[USED_BYTES..].fill(0); // every real bit set: inside the filter
+        assert!(check_bloom_bytes(&b).is_ok());
+        for pad in USED_BYTES..BLOOM_BYTES {
+            let mut bad = EMPTY_BLOOM;
+            bad[pad] = 1;
+            assert_eq!(
+                check_bloom_bytes(&bad),
+                Err(CoordinatorError::MalformedBloom),
+                "padding byte {pad}"
             );
         }
     }

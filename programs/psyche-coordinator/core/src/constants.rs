@@ -13,13 +13,14 @@ pub const MERKLE_ROOT_LEN: usize = 32;
 /// Signer and p2p identity keys.
 pub const KEY_LEN: usize = 32;
 
-/// Witness bloom filters: 11 slices of 369 bits (pybloom-live, capacity 256, error rate 0.0005).
+/// Witness bloom filters: 8 slices of 353 bits (pybloom-live, capacity 256, error rate 0.005,
+/// hashed with XXH3-128), small enough that a witness fits in one transaction.
 pub const BLOOM_CAPACITY: usize = 256;
-pub const BLOOM_SLICES: usize = 11;
-pub const BLOOM_BITS_PER_SLICE: usize = 369;
-pub const BLOOM_BITS: usize = BLOOM_SLICES * BLOOM_BITS_PER_SLICE; // 4059
-/// ceil(4059 / 8); the 5 trailing bits must be zero.
-pub const BLOOM_BYTES: usize = 508;
+pub const BLOOM_SLICES: usize = 8;
+pub const BLOOM_BITS_PER_SLICE: usize = 353;
+pub const BLOOM_BITS: usize = BLOOM_SLICES * BLOOM_BITS_PER_SLICE; // 2824 = 353 bytes
+/// 353 bytes of bits and 3 zero padding bytes, so witnesses stay 8-byte aligned.
+pub const BLOOM_BYTES: usize = 356;
 
 /// Bounds that keep integer arithmetic inside u64 (no u128 on chain).
 pub const MAX_WARMUP_TOKENS: u64 = 1 << 44;
@@ -41,9 +42,9 @@ pub const VERIFY_SEED_XOR: u64 = 0x5645_5249_4659_0000;
 pub const HEADER_SIZE: usize = 96;
 pub const CONFIG_SIZE: usize = 72;
 pub const CLIENT_SIZE: usize = 72;
-pub const WITNESS_SIZE: usize = 1056;
-pub const ROUND_SIZE: usize = 33848;
-pub const STATE_SIZE: usize = 172_552;
+pub const WITNESS_SIZE: usize = 752;
+pub const ROUND_SIZE: usize = 24120;
+pub const STATE_SIZE: usize = 133_640;
 
 pub const CONFIG_OFFSET: usize = HEADER_SIZE;
 pub const REPO_OFFSET: usize = CONFIG_OFFSET + CONFIG_SIZE;
@@ -51,5 +52,5 @@ pub const CLIENTS_OFFSET: usize = REPO_OFFSET + 2 * REPO_LEN;
 pub const PENDING_OFFSET: usize = CLIENTS_OFFSET + MAX_CLIENTS * CLIENT_SIZE;
 pub const ROUNDS_OFFSET: usize = PENDING_OFFSET + MAX_CLIENTS * CLIENT_SIZE;
 
-const _: () = assert!(BLOOM_BITS == 4059 && BLOOM_BYTES == BLOOM_BITS.div_ceil(8));
+const _: () = assert!(BLOOM_BITS == 2824 && BLOOM_BYTES == BLOOM_BITS / 8 + 3);
 const _: () = assert!(ROUNDS_OFFSET + NUM_STORED_ROUNDS * ROUND_SIZE == STATE_SIZE);

@@ -709,13 +709,13 @@ mod tests {
         // state_hash(new_run("seed-test", RunConfig(), 1234567890123456789))
         assert_eq!(
             hex::encode(crate::state::state_hash(s)),
-            "49e8b6814011e2fffa34be9296df35c0dca6bd1ff0ed55271b1a40d5e32092da"
+            "72f6acb1952ff1ff98aedf7336ef44e8b6da1b9f670a42217fa8ad41563aa96a"
         );
         s.header.epoch = 7;
         s.header.step = 42;
         assert_eq!(
             hex::encode(crate::state::state_hash(s)),
-            "8eecc30470bcbb381f83d4d73899b71afeb549a630cd4a1e6c5caf31886e1b4c"
+            "08a2c15b2095ebd990845f59ed1f399d5f93c734c92122f78c065c67cdb87235"
         );
         assert_eq!(round_seed(s, 1700000123), 13452663378481529829);
     }

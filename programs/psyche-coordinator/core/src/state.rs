@@ -12,7 +12,7 @@
 //!   rounds             [Round; 4]  height:u32 participant_count:u16 witnesses_len:u16
 //!                      data_index:u64 random_seed:u64 participants[32] (bit i = client i, LSB first)
 //!                      [Witness; 32]  index:u16 _pad[6] broadcast_merkle[32]
-//!                                     participant_bloom[508] broadcast_bloom[508]   (1056 each)
+//!                                     participant_bloom[356] broadcast_bloom[356]   (752 each)
 //! ```
 //!
 //! Unused client, round and witness slots are all zero; the code keeps them so (it zeroes a slot
@@ -196,7 +196,7 @@ pub struct Round {
     pub witnesses: [Witness; MAX_WITNESSES],
 }
 
-/// The whole account: 172,552 bytes.
+/// The whole account: 133,640 bytes.
 // Pod requires Copy, so Clone is derived; nothing copies this by value (the core works
 // through &mut on the account bytes), so that generated method's frame is never used.
 #[allow(clippy::large_stack_frames)]
@@ -386,9 +386,9 @@ mod tests {
         assert_eq!(size_of::<StateHeader>(), 96);
         assert_eq!(size_of::<RunConfig>(), 72);
         assert_eq!(size_of::<Client>(), 72);
-        assert_eq!(size_of::<Witness>(), 1056);
-        assert_eq!(size_of::<Round>(), 33848);
-        assert_eq!(size_of::<CoordinatorState>(), 172_552);
+        assert_eq!(size_of::<Witness>(), 752);
+        assert_eq!(size_of::<Round>(), 24120);
+        assert_eq!(size_of::<CoordinatorState>(), 133_640);
         // HEADER_FORMAT = "<32sQQQQIIIIIHHBBBB4x"
         assert_eq!(offset_of!(StateHeader, run_seed), 32);
         assert_eq!(offset_of!(StateHeader, run_state_start), 40);
@@ -422,7 +422,7 @@ mod tests {
         assert_eq!(offset_of!(Round, participants), 24);
         assert_eq!(offset_of!(Witness, broadcast_merkle), 8);
         assert_eq!(offset_of!(Witness, participant_bloom), 40);
-        assert_eq!(offset_of!(Witness, broadcast_bloom), 548);
+        assert_eq!(offset_of!(Witness, broadcast_bloom), 396);
         assert_eq!(offset_of!(CoordinatorState, rounds), 37160);
     }
 
