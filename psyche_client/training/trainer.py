@@ -93,6 +93,7 @@ class DistroTrainer:
 
     # ---------------------------------------------------------------- the three duties
     def train(self, step: int, batch, state) -> bytes:
+        started = time.time()
         tokens = torch.from_numpy(np.ascontiguousarray(
             self.provider.get_samples(batch.start, batch.end))).to(self.device)
         self.model.train()
@@ -106,17 +107,20 @@ class DistroTrainer:
         sparse = self.optimizer.compress_step(self.spec.optimizer.lr_at(step))
         payload = encode_payload(sparse, rice=self.spec.optimizer.rice)
         self.metrics.write(event="train", step=step, loss=self.last_loss, sequences=n,
-                           payload_bytes=len(payload))
+                           payload_bytes=len(payload), started=round(started, 3),
+                           compute_s=round(time.time() - started, 4))
         self.log(f"step {step}: loss {self.last_loss:.4f} on {batch}, "
                  f"result {len(payload):,} bytes")
         return payload
 
     def apply(self, step: int, results: list) -> None:
+        started = time.time()
         peers = [peer_result_from_training_result(r, layout=self.optimizer.layout())
                  for r in results]
         self.optimizer.apply_results(peers, self.spec.optimizer.lr_at(step))
         digest = parameter_hash(self.model)
-        self.metrics.write(event="apply", step=step, results=len(peers), params=digest)
+        self.metrics.write(event="apply", step=step, results=len(peers), params=digest,
+                           compute_s=round(time.time() - started, 4))
         self.log(f"applied step {step}: {len(peers)} results, params {digest[:16]}")
 
     @torch.no_grad()
