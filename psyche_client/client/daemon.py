@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from psyche_coordinator_core import CoordinatorError, RoundCommittee, RunState
 
 from ..backends.base import BackendError
+from ..training.errors import ModelUnavailable
 from .results import TrainingResult
 from .state_machine import ClientStateMachine
 
@@ -32,6 +33,8 @@ class ClientDaemon:
                                      tick_jitter=random.uniform(0.2, 2.0))
         self._tasks = set()
         self._last_phase = None
+        self._stop = asyncio.Event()  # set when this client must leave the run
+        self.fatal = None
         # one worker: prepare, apply, train and evaluate run in the order they were asked for
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trainer")
 
@@ -87,6 +90,11 @@ class ClientDaemon:
     async def _prepare(self, epoch):
         try:
             await self._in_worker(self.trainer.prepare, epoch, self.sm.state)
+        except ModelUnavailable as e:  # training anyway would only publish diverged results
+            self.log(f"cannot take part: {e}")
+            self.fatal = e
+            self._stop.set()
+            return
         except Exception as e:  # no warmup witness: the run starts without this client
             self.log(f"model loading failed: {type(e).__name__}: {e}")
             return
@@ -127,9 +135,15 @@ class ClientDaemon:
         await self.backend.connect()
         self.trainer = self.make_trainer(await self.backend.spec())
         timer = asyncio.ensure_future(self._timer())
+        stop = asyncio.ensure_future(self._stop.wait())
         try:
             while True:
-                st = await self.backend.next_state()
+                nxt = asyncio.ensure_future(self.backend.next_state())
+                await asyncio.wait([nxt, stop], return_when=asyncio.FIRST_COMPLETED)
+                if stop.done():
+                    nxt.cancel()
+                    return 3  # leaving closes the connection: the server withdraws us
+                st = nxt.result()
                 self.transport.set_peers(self.backend.peers())
                 self._note_phase(st)
                 self._run(self.sm.on_state(st, self.clock()))
@@ -138,6 +152,7 @@ class ClientDaemon:
                     return 0
         finally:
             timer.cancel()
+            stop.cancel()
             for t in list(self._tasks):
                 t.cancel()
             await self.backend.close()

@@ -14,10 +14,13 @@ import time
 import numpy as np
 import torch
 
+from psyche_coordinator_core import CheckpointKind
+
 from ..data.http import HttpDataProvider
 from ..data.local import LocalDataProvider
 from ..data.tcp import TcpDataProvider
 from .distro import DistroOptimizer
+from .errors import ModelUnavailable
 from .model import build_model, parameter_count, parameter_hash
 from .payload import encode_payload, peer_result_from_training_result
 
@@ -76,6 +79,13 @@ class DistroTrainer:
     def prepare(self, epoch: int, state) -> None:
         if self.model is not None:
             return
+        if state.checkpoint.kind != CheckpointKind.Dummy:
+            # the run has trained past its seeded start: the current weights live with the peers
+            # (P2P) or in a checkpoint repo (Hub), and fetching them is not implemented yet
+            raise ModelUnavailable(
+                f"the run is at step {state.step} with a {state.checkpoint.kind.name} checkpoint; "
+                "joining a run in progress needs its current model, which this client cannot "
+                "fetch yet (peer-to-peer and Hub checkpoints are not implemented)")
         seq_len = self.spec.model.max_seq_len
         # every client draws the same initial weights from the run's seed
         self.model = build_model(self.spec.model, state.run_seed, self.device)
