@@ -34,7 +34,6 @@ class ClientDaemon:
         self._tasks = set()
         self._last_phase = None
         self._stop = asyncio.Event()  # set when this client must leave the run
-        self.fatal = None
         # one worker: prepare, apply, train and evaluate run in the order they were asked for
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trainer")
 
@@ -92,7 +91,6 @@ class ClientDaemon:
             await self._in_worker(self.trainer.prepare, epoch, self.sm.state)
         except ModelUnavailable as e:  # training anyway would only publish diverged results
             self.log(f"cannot take part: {e}")
-            self.fatal = e
             self._stop.set()
             return
         except Exception as e:  # no warmup witness: the run starts without this client
