@@ -94,6 +94,15 @@ def _start_round_train(s: CoordinatorState, now: int) -> None:
     _change_state(s, now, RunState.RoundTrain)
 
 
+def _warmup_ready(s: CoordinatorState) -> bool:
+    """Enough clients to train, and every healthy one (up to 32) has said its model is loaded.
+    Warmup witnesses of clients that left since do not count."""
+    healthy = s.healthy_count()
+    ready = sum(1 for w in s.current_round.witnesses
+                if s.clients[w.index].state == ClientState.Healthy)
+    return healthy >= s.config.min_clients and ready >= min(healthy, MAX_WITNESSES)
+
+
 def _withdraw_all(s: CoordinatorState) -> None:
     s.clients = [c.with_state(ClientState.Withdrawn) if c.state == ClientState.Healthy else c
                  for c in s.clients]
@@ -148,7 +157,8 @@ def tick(s: CoordinatorState, now: int) -> None:
     elif st == RunState.Warmup:
         if s.healthy_count() < cfg.min_clients:
             _start_waiting_for_members(s, now)
-        elif _timed_out(s, now, cfg.warmup_time):
+        elif _timed_out(s, now, cfg.warmup_time) or _warmup_ready(s):
+            # ready: the last client not yet ready may have left since the last warmup witness
             _start_round_train(s, now)
     elif st == RunState.RoundTrain:
         if _timed_out(s, now, cfg.max_round_train_time):
@@ -228,8 +238,7 @@ def warmup_witness(s: CoordinatorState, now: int, signer: bytes, index: int) -> 
     if s.run_state != RunState.Warmup:
         raise CoordinatorError("InvalidRunState", f"warmup witness during {s.run_state.name}")
     _push_witness(s.current_round, Witness(_sender(s, signer, index)))
-    healthy = s.healthy_count()
-    if healthy >= s.config.min_clients and len(s.current_round.witnesses) >= min(healthy, MAX_WITNESSES):
+    if _warmup_ready(s):
         _start_round_train(s, now)  # below min_clients the next tick ends the warmup instead
 
 
@@ -388,7 +397,7 @@ def tick_deadline(s: CoordinatorState):
             return None
         duration = cfg.waiting_for_members_extra_time
     elif st in durations:
-        if st == RunState.Warmup and s.healthy_count() < cfg.min_clients:
+        if st == RunState.Warmup and (s.healthy_count() < cfg.min_clients or _warmup_ready(s)):
             return s.run_state_start
         duration = durations[st]
     else:

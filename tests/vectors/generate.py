@@ -591,6 +591,26 @@ def below_min_clients_warmup():
 
 
 @scenario
+def warmup_ready_after_withdraw():
+    sc = Scenario("warmup_ready_after_withdraw",
+                  "Warmup ends as soon as every healthy client is ready. A warmup witness from a "
+                  "client that left since does not count (two of three healthy ready: still "
+                  "Warmup); when the last client not ready leaves instead of sending one, the next "
+                  "tick starts the first round without waiting for warmup_time.",
+                  config=dict(min_clients=2, init_min_clients=4, warmup_time=100))
+    sc.resume()
+    sc.start_epoch(0, 1, 2, 3)
+    sc.do("warmup_witness", dt=1, signer=signer(0), index=sc.idx(0), state=RunState.Warmup)
+    sc.do("warmup_witness", signer=signer(3), index=sc.idx(3), state=RunState.Warmup)
+    sc.withdraw(3, dt=1, state=RunState.Warmup)
+    sc.do("warmup_witness", signer=signer(1), index=sc.idx(1), state=RunState.Warmup)
+    sc.tick(dt=1, state=RunState.Warmup)
+    sc.withdraw(2, dt=1, state=RunState.Warmup)
+    sc.tick(dt=1, state=RunState.RoundTrain)
+    return sc
+
+
+@scenario
 def warmup_witness_below_min_clients():
     sc = Scenario("warmup_witness_below_min_clients",
                   "With healthy clients below min_clients, a warmup witness is accepted but does "

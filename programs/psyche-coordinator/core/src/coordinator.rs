@@ -323,7 +323,8 @@ pub fn tick(s: &mut CoordinatorState, now: u64) -> Result {
         RunState::Warmup => {
             if s.healthy_count() < cfg.min_clients as usize {
                 start_waiting_for_members(s, now);
-            } else if timed_out(s, now, cfg.warmup_time) {
+            } else if timed_out(s, now, cfg.warmup_time) || warmup_ready(s) {
+                // ready: the last client not yet ready may have left since the last warmup witness
                 start_round_train(s, now);
             }
         }
@@ -415,12 +416,28 @@ pub fn warmup_witness(s: &mut CoordinatorState, now: u64, signer: &[u8], index: 
     let index = sender(s, signer, index)?;
     check_push_witness(s.current_round(), index)?;
     push_witness(s.current_round_mut(), index, |_| {});
-    let healthy = s.healthy_count();
-    let witnesses = s.current_round().witnesses().len();
-    if healthy >= s.config.min_clients as usize && witnesses >= healthy.min(MAX_WITNESSES) {
+    if warmup_ready(s) {
         start_round_train(s, now); // below min_clients the next tick ends the warmup instead
     }
     Ok(())
+}
+
+/// Enough clients to train, and every healthy one (up to 32) has said its model is loaded.
+/// Warmup witnesses of clients that left since do not count.
+fn warmup_ready(s: &CoordinatorState) -> bool {
+    let healthy = s.healthy_count();
+    let clients = s.clients();
+    let ready = s
+        .current_round()
+        .witnesses()
+        .iter()
+        .filter(|w| {
+            clients
+                .get(w.index as usize)
+                .is_some_and(|c| c.is_healthy())
+        })
+        .count();
+    healthy >= s.config.min_clients as usize && ready >= healthy.min(MAX_WITNESSES)
 }
 
 /// An elected witness reports what it received: blooms of trainers and of commitments.
@@ -669,7 +686,7 @@ pub fn tick_deadline(s: &CoordinatorState) -> Option<u64> {
             cfg.waiting_for_members_extra_time as u64
         }
         RunState::Warmup => {
-            if s.healthy_count() < cfg.min_clients as usize {
+            if s.healthy_count() < cfg.min_clients as usize || warmup_ready(s) {
                 return Some(start);
             }
             cfg.warmup_time
