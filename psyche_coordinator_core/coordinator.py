@@ -146,10 +146,21 @@ def _end_epoch(s: CoordinatorState, now: int) -> None:
 
 # ---------------------------------------------------------------- operations
 
+def _require_running(s: CoordinatorState) -> None:
+    if s.run_state.halted:
+        raise CoordinatorError("Halted", f"run is {s.run_state.name}")
+
+
+def _require_round(s: CoordinatorState, what: str) -> None:
+    """Witnesses and health checks belong to a round: RoundTrain or RoundWitness."""
+    _require_running(s)
+    if s.run_state not in (RunState.RoundTrain, RunState.RoundWitness):
+        raise CoordinatorError("InvalidRunState", f"{what} during {s.run_state.name}")
+
+
 def tick(s: CoordinatorState, now: int) -> None:
+    _require_running(s)
     cfg, st = s.config, s.run_state
-    if st.halted:
-        raise CoordinatorError("Halted", f"run is {st.name}")
     if st == RunState.WaitingForMembers:
         if (len(s.pending) >= cfg.init_min_clients
                 and _timed_out(s, now, cfg.waiting_for_members_extra_time)):
@@ -230,8 +241,7 @@ def _push_witness(rnd: Round, w: Witness) -> None:
 
 def warmup_witness(s: CoordinatorState, now: int, signer: bytes, index: int) -> None:
     """A client says it has the model loaded; once all (up to 32) have, training starts."""
-    if s.run_state.halted:
-        raise CoordinatorError("Halted", f"run is {s.run_state.name}")
+    _require_running(s)
     if s.run_state == RunState.RoundTrain and s.current_round.height == 0:
         _sender(s, signer, index)
         return  # a late warmup witness: training already started, nothing to do
@@ -245,10 +255,7 @@ def warmup_witness(s: CoordinatorState, now: int, signer: bytes, index: int) -> 
 def witness(s: CoordinatorState, now: int, signer: bytes, index: int, step: int,
             participant_bloom: bytes, broadcast_bloom: bytes, broadcast_merkle: bytes) -> None:
     """An elected witness reports what it received: blooms of trainers and of commitments."""
-    if s.run_state.halted:
-        raise CoordinatorError("Halted", f"run is {s.run_state.name}")
-    if s.run_state not in (RunState.RoundTrain, RunState.RoundWitness):
-        raise CoordinatorError("InvalidRunState", f"witness during {s.run_state.name}")
+    _require_round(s, "witness")
     if step != s.step:
         raise CoordinatorError("InvalidRunState", f"witness for step {step!r}, current is {s.step}")
     index = _sender(s, signer, index)
@@ -286,10 +293,7 @@ def is_healthy(s: CoordinatorState, index: int) -> bool:
 
 def health_check(s: CoordinatorState, now: int, signer: bytes, index: int, targets: list) -> None:
     """A client names peers that did not deliver; if the witnesses agree, they are dropped."""
-    if s.run_state.halted:
-        raise CoordinatorError("Halted", f"run is {s.run_state.name}")
-    if s.run_state not in (RunState.RoundTrain, RunState.RoundWitness):
-        raise CoordinatorError("InvalidRunState", f"health check during {s.run_state.name}")
+    _require_round(s, "health check")
     _sender(s, signer, index)
     if s.round_back(2) is None:
         raise CoordinatorError("InvalidHealthCheck", "no health checks before the third round")
@@ -323,8 +327,7 @@ def _check_checkpoint(ck: Checkpoint) -> Checkpoint:
 def checkpoint(s: CoordinatorState, now: int, signer: bytes, index: int, repo: str,
                revision: str = "") -> None:
     """A checkpointer uploaded the model to `repo`: joiners can load it when no peer has it."""
-    if s.run_state.halted:
-        raise CoordinatorError("Halted", f"run is {s.run_state.name}")
+    _require_running(s)
     index = _sender(s, signer, index)
     committee = RoundCommittee(s.current_round, 0, 0, s.config.checkpointer_percent)
     if s.config.checkpointer_percent and not s.current_round.participants:
@@ -338,8 +341,7 @@ def checkpoint(s: CoordinatorState, now: int, signer: bytes, index: int, repo: s
 
 
 def pause(s: CoordinatorState, now: int) -> None:
-    if s.run_state.halted:
-        raise CoordinatorError("Halted", f"run is {s.run_state.name}")
+    _require_running(s)
     if s.run_state.active:
         s.pending_pause = True  # finish the round, then cooldown, then pause
     else:

@@ -84,7 +84,8 @@ class ClientStateMachine:
         self.rejected[key] = self.rejected.get(key, 0) + 1
         return [("log", f"dropped result for step {r.step} {r.batch} from {key[:8]}: {why}")]
 
-    def _have_all(self, step: int, only_healthy: bool) -> bool:
+    def _have_all(self, step: int) -> bool:
+        """A result for every batch of `step` whose trainer is still healthy."""
         assigned = self.assignments.get(step)
         if assigned is None:
             return False
@@ -92,7 +93,7 @@ class ClientStateMachine:
         for idx, batch in assigned.items():
             if batch in got:
                 continue
-            if only_healthy and self.state.clients[idx].state != ClientState.Healthy:
+            if self.state.clients[idx].state != ClientState.Healthy:
                 continue  # it left: nobody will deliver this batch, do not wait for it
             return False
         return True
@@ -242,9 +243,9 @@ class ClientStateMachine:
             mine = self.assignments.get(step, {}).get(me)
             if mine is not None and step not in self.trained_steps:
                 return []
-            if st.round_back(1) is not None and not self._have_all(step - 1, only_healthy=True):
+            if st.round_back(1) is not None and not self._have_all(step - 1):
                 return []
-            if not self._have_all(step, only_healthy=True):
+            if not self._have_all(step):
                 return []  # every trainer of this round must be done before the round ends
         self.witness_sent.add(step)
         got = sorted(self.results.get(step - 1, {}).values(), key=lambda r: r.batch)

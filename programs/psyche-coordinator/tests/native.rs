@@ -139,20 +139,25 @@ fn init_ix(
 
 impl Run {
     fn new(run_id: &str, permissionless: bool, config: &RunConfig) -> Self {
+        let mut run = Run::blank(run_id, T0);
+        run.account = run.add_run(run_id, permissionless, config).unwrap();
+        run
+    }
+
+    /// A bank with a funded payer and fresh authorities, before any run is created.
+    fn blank(run_id: &str, unix_timestamp: i64) -> Self {
         let mut bank = Bank::new(PROGRAM, psyche_coordinator::entry);
-        bank.unix_timestamp = T0;
+        bank.unix_timestamp = unix_timestamp;
         let payer = Pubkey::new_unique();
         bank.airdrop(payer, 100_000_000_000);
-        let mut run = Run {
+        Run {
             bank,
             payer,
             authority: Pubkey::new_unique(),
             join_authority: Pubkey::new_unique(),
             instance: instance_key(run_id),
             account: Pubkey::default(),
-        };
-        run.account = run.add_run(run_id, permissionless, config).unwrap();
-        run
+        }
     }
 
     /// Another run on the same bank, same authorities; returns its coordinator account.
@@ -910,24 +915,13 @@ fn conformance_vectors_replayed_as_instructions() {
         );
 
         // the program: init (dummy checkpoint) then update to the vector's checkpoint
-        let mut bank = Bank::new(PROGRAM, psyche_coordinator::entry);
-        let payer = Pubkey::new_unique();
-        bank.airdrop(payer, 100_000_000_000);
-        let mut run = Run {
-            bank,
-            payer,
-            authority: Pubkey::new_unique(),
-            join_authority: Pubkey::new_unique(),
-            instance: instance_key(run_id),
-            account: Pubkey::default(),
-        };
         let first_time = v["steps"][0]["time"].as_i64().unwrap_or(0);
-        run.bank.unix_timestamp = first_time;
+        let mut run = Run::blank(run_id, first_time);
         let account = blank_coordinator_account(&mut run.bank, CoordinatorAccount::SPACE);
         run.account = account;
         let authority = run.authority;
         run.send(init_ix(
-            payer, account, run_id, authority, authority, true, &config, seed,
+            run.payer, account, run_id, authority, authority, true, &config, seed,
         ))
         .unwrap();
         run.send(ix(

@@ -305,12 +305,27 @@ pub fn new_run(
     Ok(())
 }
 
-pub fn tick(s: &mut CoordinatorState, now: u64) -> Result {
+/// A valid time and a run that is not halted; returns its state.
+fn running(s: &CoordinatorState, now: u64) -> core::result::Result<RunState, E> {
     check_time(now)?;
     let st = s.run_state();
     if st.halted() {
         return Err(E::Halted);
     }
+    Ok(st)
+}
+
+/// Witnesses and health checks belong to a round: RoundTrain or RoundWitness.
+fn in_round(s: &CoordinatorState, now: u64) -> core::result::Result<RunState, E> {
+    let st = running(s, now)?;
+    if !matches!(st, RunState::RoundTrain | RunState::RoundWitness) {
+        return Err(E::InvalidRunState);
+    }
+    Ok(st)
+}
+
+pub fn tick(s: &mut CoordinatorState, now: u64) -> Result {
+    let st = running(s, now)?;
     let cfg = s.config;
     match st {
         RunState::WaitingForMembers => {
@@ -401,11 +416,7 @@ pub fn withdraw(s: &mut CoordinatorState, now: u64, signer: &[u8]) -> Result {
 
 /// A client says it has the model loaded; once all (up to 32) have, training starts.
 pub fn warmup_witness(s: &mut CoordinatorState, now: u64, signer: &[u8], index: u32) -> Result {
-    check_time(now)?;
-    let st = s.run_state();
-    if st.halted() {
-        return Err(E::Halted);
-    }
+    let st = running(s, now)?;
     if st == RunState::RoundTrain && s.current_round().height == 0 {
         sender(s, signer, index)?;
         return Ok(()); // a late warmup witness: training already started, nothing to do
@@ -452,14 +463,7 @@ pub fn witness(
     broadcast_bloom: &[u8],
     broadcast_merkle: &[u8],
 ) -> Result {
-    check_time(now)?;
-    let st = s.run_state();
-    if st.halted() {
-        return Err(E::Halted);
-    }
-    if !matches!(st, RunState::RoundTrain | RunState::RoundWitness) {
-        return Err(E::InvalidRunState);
-    }
+    let st = in_round(s, now)?;
     if step != s.header.step {
         return Err(E::InvalidRunState);
     }
@@ -543,14 +547,7 @@ pub fn health_check(
     index: u32,
     targets: &[u16],
 ) -> Result {
-    check_time(now)?;
-    let st = s.run_state();
-    if st.halted() {
-        return Err(E::Halted);
-    }
-    if !matches!(st, RunState::RoundTrain | RunState::RoundWitness) {
-        return Err(E::InvalidRunState);
-    }
+    in_round(s, now)?;
     sender(s, signer, index)?;
     if s.round_back(2).is_none() {
         return Err(E::InvalidHealthCheck);
@@ -620,11 +617,7 @@ pub fn checkpoint(
 }
 
 pub fn pause(s: &mut CoordinatorState, now: u64) -> Result {
-    check_time(now)?;
-    let st = s.run_state();
-    if st.halted() {
-        return Err(E::Halted);
-    }
+    let st = running(s, now)?;
     if st.active() {
         s.header.pending_pause = 1; // finish the round, then cooldown, then pause
     } else {
