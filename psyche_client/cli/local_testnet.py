@@ -9,6 +9,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import tomllib
 from pathlib import Path
 
 import click
@@ -30,7 +31,6 @@ def _state_path(config_path: str) -> Path:
 
 
 def _run_id(state_path: Path) -> str:
-    import tomllib
     return tomllib.loads(state_path.read_text())["run_id"]
 
 

@@ -23,6 +23,8 @@ from pathlib import Path
 from psyche_coordinator_core import (Checkpoint, CoordinatorError, RunConfig, new_run)
 from psyche_coordinator_core.ops_json import checkpoint_from_json
 
+from ..training.spec import RunSpec, SpecError
+
 
 class StateFileError(ValueError):
     pass
@@ -72,7 +74,6 @@ def load_run_spec(path, state):
     """The training spec of state.toml ([model], [optimizer], [data]), or None when it has no
     [model] table (clients then simulate training). Relative data paths are resolved against
     the state file's directory, so every client on this machine finds them."""
-    from ..training.spec import RunSpec, SpecError
     data = _read_toml(path)
     if "model" not in data:
         return None

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+import tomllib
 from pathlib import Path
 
 import tomli_w
@@ -110,7 +111,6 @@ class Cluster:
 
     @property
     def run_id(self):
-        import tomllib
         return tomllib.loads(self.state_path.read_text())["run_id"]
 
     def stop(self):
