@@ -1,0 +1,249 @@
+//! The local chain: a LiteSVM bank with the coordinator program registered as a native builtin,
+//! plus what a validator adds around a bank: slots that advance with wall-clock time, a window
+//! of recent blockhashes a transaction may use, and the status of every recent transaction.
+
+use std::collections::{HashMap, VecDeque};
+
+use litesvm::types::{FailedTransactionMetadata, TransactionMetadata};
+use litesvm::LiteSVM;
+use solana_account::Account;
+use solana_clock::Clock;
+use solana_hash::Hash;
+use solana_pubkey::Pubkey;
+use solana_signature::Signature;
+use solana_transaction::versioned::VersionedTransaction;
+use solana_transaction_error::TransactionError;
+
+use crate::native;
+
+solana_program_runtime::declare_process_instruction!(CoordinatorBuiltin, 1, |invoke_context| {
+    native::run_entry(invoke_context, psyche_coordinator::entry)
+});
+
+/// How many recent blockhashes stay valid (a validator's 150 slots, ~1 minute at 400 ms).
+pub const BLOCKHASH_WINDOW: usize = 150;
+/// Slots in an epoch (mainnet's).
+pub const SLOTS_PER_EPOCH: u64 = 432_000;
+
+/// What the chain remembers of a processed transaction.
+#[derive(Clone, Debug)]
+pub struct TxRecord {
+    pub slot: u64,
+    pub err: Option<TransactionError>,
+    pub logs: Vec<String>,
+    pub units: u64,
+    /// The writable accounts of the transaction (their subscribers are notified).
+    pub writable: Vec<Pubkey>,
+}
+
+pub struct LocalChain {
+    pub svm: LiteSVM,
+    slot: u64,
+    genesis: Hash,
+    blockhashes: VecDeque<(Hash, u64)>,
+    records: HashMap<Signature, TxRecord>,
+    /// Signatures in arrival order with their slot, to forget old records.
+    order: VecDeque<(Signature, u64)>,
+    transaction_count: u64,
+}
+
+impl LocalChain {
+    /// A chain at slot 0 whose clock reads `unix_timestamp`.
+    pub fn new(unix_timestamp: i64) -> Self {
+        native::install_stubs();
+        // Our own window of valid blockhashes replaces LiteSVM's latest-only check.
+        let mut svm = LiteSVM::new().with_blockhash_check(false);
+        svm.add_builtin(psyche_coordinator::ID, CoordinatorBuiltin::vm);
+        // litesvm <= 0.11 makes a builtin's account owned by the BPF loader, which then cannot
+        // run it; owned by the native loader the runtime dispatches to the builtin.
+        svm.set_account(
+            psyche_coordinator::ID,
+            Account {
+                lamports: 1,
+                data: vec![0],
+                owner: solana_sdk_ids::native_loader::ID,
+                executable: true,
+                rent_epoch: 0,
+            },
+        )
+        .expect("registering the coordinator program");
+        let genesis = svm.latest_blockhash();
+        let mut chain = Self {
+            svm,
+            slot: 0,
+            genesis,
+            blockhashes: VecDeque::from([(genesis, 0)]),
+            records: HashMap::new(),
+            order: VecDeque::new(),
+            transaction_count: 0,
+        };
+        chain.set_clock(unix_timestamp);
+        chain
+    }
+
+    pub fn slot(&self) -> u64 {
+        self.slot
+    }
+
+    pub fn genesis_hash(&self) -> Hash {
+        self.genesis
+    }
+
+    pub fn transaction_count(&self) -> u64 {
+        self.transaction_count
+    }
+
+    /// The newest blockhash and the last block height at which it is still valid.
+    pub fn latest_blockhash(&self) -> (Hash, u64) {
+        let (hash, slot) = *self.blockhashes.back().expect("never empty");
+        (hash, slot + BLOCKHASH_WINDOW as u64)
+    }
+
+    pub fn is_blockhash_valid(&self, hash: &Hash) -> bool {
+        self.blockhashes.iter().any(|(h, _)| h == hash)
+    }
+
+    /// Sets the Clock's time without starting a new slot.
+    pub fn set_clock(&mut self, unix_timestamp: i64) {
+        let clock = Clock {
+            slot: self.slot,
+            epoch_start_timestamp: unix_timestamp,
+            epoch: self.slot / SLOTS_PER_EPOCH,
+            leader_schedule_epoch: self.slot / SLOTS_PER_EPOCH + 1,
+            unix_timestamp,
+        };
+        self.svm.set_sysvar(&clock);
+    }
+
+    pub fn clock(&self) -> Clock {
+        self.svm.get_sysvar::<Clock>()
+    }
+
+    /// Starts the next slot at `unix_timestamp`: a new blockhash, the oldest one expires.
+    pub fn advance_slot(&mut self, unix_timestamp: i64) {
+        self.slot += 1;
+        self.svm.expire_blockhash();
+        self.blockhashes
+            .push_back((self.svm.latest_blockhash(), self.slot));
+        while self.blockhashes.len() > BLOCKHASH_WINDOW {
+            self.blockhashes.pop_front();
+        }
+        self.set_clock(unix_timestamp);
+        // Statuses are kept as long as their blockhash could still be used (and a bit more).
+        let horizon = self.slot.saturating_sub(2 * BLOCKHASH_WINDOW as u64);
+        while let Some((sig, slot)) = self.order.front().copied() {
+            if slot >= horizon {
+                break;
+            }
+            self.order.pop_front();
+            self.records.remove(&sig);
+        }
+    }
+
+    pub fn get_account(&self, key: &Pubkey) -> Option<Account> {
+        self.svm.get_account(key).filter(|a| a.lamports > 0)
+    }
+
+    pub fn record(&self, sig: &Signature) -> Option<&TxRecord> {
+        self.records.get(sig)
+    }
+
+    /// Checks a transaction as a validator's front door does before executing it.
+    fn admit(&self, tx: &VersionedTransaction) -> Result<(), TransactionError> {
+        if !self.is_blockhash_valid(tx.message.recent_blockhash()) {
+            return Err(TransactionError::BlockhashNotFound);
+        }
+        if self.records.contains_key(&tx.signatures[0]) {
+            return Err(TransactionError::AlreadyProcessed);
+        }
+        Ok(())
+    }
+
+    /// Executes without committing anything.
+    pub fn simulate(
+        &self,
+        tx: VersionedTransaction,
+    ) -> Result<TransactionMetadata, FailedTransactionMetadata> {
+        if let Err(err) = self.admit(&tx) {
+            return Err(FailedTransactionMetadata {
+                err,
+                meta: Default::default(),
+            });
+        }
+        self.svm.simulate_transaction(tx).map(|info| info.meta)
+    }
+
+    /// Executes and commits. A transaction that fails after its signatures and blockhash were
+    /// accepted still lands (the fee is charged, nothing else changes) and gets a status.
+    pub fn send(
+        &mut self,
+        tx: VersionedTransaction,
+    ) -> Result<TransactionMetadata, FailedTransactionMetadata> {
+        if tx.signatures.is_empty() {
+            return Err(FailedTransactionMetadata {
+                err: TransactionError::SanitizeFailure,
+                meta: Default::default(),
+            });
+        }
+        if let Err(err) = self.admit(&tx) {
+            return Err(FailedTransactionMetadata {
+                err,
+                meta: Default::default(),
+            });
+        }
+        let sig = tx.signatures[0];
+        let keys = tx.message.static_account_keys().to_vec();
+        let writable = keys
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| tx.message.is_maybe_writable(*i, None))
+            .map(|(_, k)| *k)
+            .collect();
+        let result = self.svm.send_transaction(tx);
+        // Errors found before execution (bad signature, unknown account) do not land.
+        let landed = self.svm.get_transaction(&sig).is_some();
+        if landed {
+            let (err, meta) = match &result {
+                Ok(meta) => (None, meta),
+                Err(f) => (Some(f.err.clone()), &f.meta),
+            };
+            self.records.insert(
+                sig,
+                TxRecord {
+                    slot: self.slot,
+                    err,
+                    logs: meta.logs.clone(),
+                    units: meta.compute_units_consumed,
+                    writable,
+                },
+            );
+            self.order.push_back((sig, self.slot));
+            self.transaction_count += 1;
+        }
+        result
+    }
+
+    /// Credits `lamports` to `to` from the chain's faucet.
+    pub fn airdrop(&mut self, to: &Pubkey, lamports: u64) -> Result<Signature, TransactionError> {
+        // The faucet transfer must use a blockhash of our window.
+        let result = self.svm.airdrop(to, lamports);
+        match result {
+            Ok(meta) => {
+                self.records.insert(
+                    meta.signature,
+                    TxRecord {
+                        slot: self.slot,
+                        err: None,
+                        logs: meta.logs,
+                        units: meta.compute_units_consumed,
+                        writable: vec![*to],
+                    },
+                );
+                self.order.push_back((meta.signature, self.slot));
+                self.transaction_count += 1;
+                Ok(meta.signature)
+            }
+            Err(f) => Err(f.err),
+        }
+    }
+}

@@ -1,0 +1,234 @@
+//! Instructions of the coordinator program, built the way a Rust client would (Anchor's
+//! generated `instruction` and `accounts` types). Used by the tests, the fuzzer and the
+//! benchmarks; the Python client builds the same bytes from the IDL.
+
+use anchor_lang::{InstructionData, ToAccountMetas};
+use psyche_coordinator::{
+    accounts as acc, instruction as data, run_id_seed, CheckpointParams, CoordinatorAccount,
+    RunConfigParams, AUTHORIZATION_SEED, COORDINATOR_SEED,
+};
+use solana_instruction::Instruction;
+use solana_pubkey::Pubkey;
+
+pub const PROGRAM_ID: Pubkey = psyche_coordinator::ID;
+
+fn ix(accounts: impl ToAccountMetas, data: impl InstructionData) -> Instruction {
+    Instruction {
+        program_id: PROGRAM_ID,
+        accounts: accounts.to_account_metas(None),
+        data: data.data(),
+    }
+}
+
+/// The instance PDA of a run id.
+pub fn instance_key(run_id: &str) -> Pubkey {
+    Pubkey::find_program_address(&[COORDINATOR_SEED, run_id_seed(run_id)], &PROGRAM_ID).0
+}
+
+/// The join authorization PDA of `grantee` for a run instance.
+pub fn authorization_key(instance: &Pubkey, grantee: &Pubkey) -> Pubkey {
+    Pubkey::find_program_address(
+        &[AUTHORIZATION_SEED, instance.as_ref(), grantee.as_ref()],
+        &PROGRAM_ID,
+    )
+    .0
+}
+
+/// The system `create_account` that pre-allocates the coordinator account (same transaction
+/// as `init_coordinator`; `account` signs).
+pub fn create_coordinator_account(payer: &Pubkey, account: &Pubkey, lamports: u64) -> Instruction {
+    solana_system_interface::instruction::create_account(
+        payer,
+        account,
+        lamports,
+        CoordinatorAccount::SPACE as u64,
+        &PROGRAM_ID,
+    )
+}
+
+/// A run's addresses.
+#[derive(Clone, Copy, Debug)]
+pub struct Run {
+    pub instance: Pubkey,
+    pub account: Pubkey,
+}
+
+impl Run {
+    pub fn new(run_id: &str, account: Pubkey) -> Self {
+        Self {
+            instance: instance_key(run_id),
+            account,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn init(
+        &self,
+        payer: &Pubkey,
+        run_id: &str,
+        main_authority: Pubkey,
+        join_authority: Pubkey,
+        permissionless: bool,
+        config: RunConfigParams,
+        run_seed: u64,
+    ) -> Instruction {
+        ix(
+            acc::InitCoordinator {
+                payer: *payer,
+                coordinator_instance: self.instance,
+                coordinator_account: self.account,
+                system_program: solana_sdk_ids::system_program::ID,
+            },
+            data::InitCoordinator {
+                run_id: run_id.to_string(),
+                main_authority,
+                join_authority,
+                permissionless,
+                config,
+                run_seed,
+            },
+        )
+    }
+
+    fn owner(&self, authority: &Pubkey) -> acc::OwnerCoordinatorAccounts {
+        acc::OwnerCoordinatorAccounts {
+            authority: *authority,
+            coordinator_instance: self.instance,
+            coordinator_account: self.account,
+        }
+    }
+
+    fn user(&self, user: &Pubkey) -> acc::PermissionlessCoordinatorAccounts {
+        acc::PermissionlessCoordinatorAccounts {
+            user: *user,
+            coordinator_instance: self.instance,
+            coordinator_account: self.account,
+        }
+    }
+
+    pub fn update(
+        &self,
+        authority: &Pubkey,
+        config: Option<RunConfigParams>,
+        checkpoint: Option<CheckpointParams>,
+    ) -> Instruction {
+        ix(self.owner(authority), data::Update { config, checkpoint })
+    }
+
+    pub fn set_paused(&self, authority: &Pubkey, paused: bool) -> Instruction {
+        ix(self.owner(authority), data::SetPaused { paused })
+    }
+
+    /// `authorization`: the signer's join authorization, or None on a permissionless run.
+    pub fn join_run(
+        &self,
+        user: &Pubkey,
+        authorization: Option<Pubkey>,
+        p2p_identity: [u8; 32],
+    ) -> Instruction {
+        ix(
+            acc::JoinRunAccounts {
+                user: *user,
+                coordinator_instance: self.instance,
+                coordinator_account: self.account,
+                authorization,
+            },
+            data::JoinRun { p2p_identity },
+        )
+    }
+
+    pub fn tick(&self, user: &Pubkey) -> Instruction {
+        ix(self.user(user), data::Tick {})
+    }
+
+    pub fn witness(
+        &self,
+        user: &Pubkey,
+        index: u32,
+        step: u32,
+        participant_bloom: Vec<u8>,
+        broadcast_bloom: Vec<u8>,
+        broadcast_merkle: [u8; 32],
+    ) -> Instruction {
+        ix(
+            self.user(user),
+            data::Witness {
+                index,
+                step,
+                participant_bloom,
+                broadcast_bloom,
+                broadcast_merkle,
+            },
+        )
+    }
+
+    pub fn warmup_witness(&self, user: &Pubkey, index: u32) -> Instruction {
+        ix(self.user(user), data::WarmupWitness { index })
+    }
+
+    pub fn health_check(&self, user: &Pubkey, index: u32, targets: Vec<u16>) -> Instruction {
+        ix(self.user(user), data::HealthCheck { index, targets })
+    }
+
+    pub fn checkpoint(&self, user: &Pubkey, index: u32, repo: &str, revision: &str) -> Instruction {
+        ix(
+            self.user(user),
+            data::Checkpoint {
+                index,
+                repo: repo.into(),
+                revision: revision.into(),
+            },
+        )
+    }
+
+    pub fn withdraw(&self, user: &Pubkey) -> Instruction {
+        ix(self.user(user), data::Withdraw {})
+    }
+
+    pub fn free_coordinator(&self, authority: &Pubkey, spill: &Pubkey) -> Instruction {
+        ix(
+            acc::FreeCoordinator {
+                authority: *authority,
+                spill: *spill,
+                coordinator_instance: self.instance,
+                coordinator_account: self.account,
+            },
+            data::FreeCoordinator {},
+        )
+    }
+
+    pub fn authorize_joiner(
+        &self,
+        payer: &Pubkey,
+        join_authority: &Pubkey,
+        grantee: Pubkey,
+    ) -> Instruction {
+        ix(
+            acc::AuthorizeJoiner {
+                payer: *payer,
+                join_authority: *join_authority,
+                coordinator_instance: self.instance,
+                authorization: authorization_key(&self.instance, &grantee),
+                system_program: solana_sdk_ids::system_program::ID,
+            },
+            data::AuthorizeJoiner { grantee },
+        )
+    }
+
+    pub fn revoke_joiner(
+        &self,
+        join_authority: &Pubkey,
+        spill: &Pubkey,
+        grantee: &Pubkey,
+    ) -> Instruction {
+        ix(
+            acc::RevokeJoiner {
+                join_authority: *join_authority,
+                spill: *spill,
+                coordinator_instance: self.instance,
+                authorization: authorization_key(&self.instance, grantee),
+            },
+            data::RevokeJoiner {},
+        )
+    }
+}
