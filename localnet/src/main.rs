@@ -1,1 +1,95 @@
-fn main() {}
+//! psyche-localnet: a local Solana chain with the Psyche coordinator program, behind JSON-RPC
+//! (default 127.0.0.1:8899) and PubSub (default 127.0.0.1:8900).
+
+use std::net::TcpListener;
+use std::sync::Arc;
+
+use clap::Parser;
+use psyche_localnet::{pubsub, rpc, server, LocalChain};
+
+#[derive(Parser)]
+#[command(
+    name = "psyche-localnet",
+    about = "A local Solana chain for Psyche runs: a real Solana runtime (LiteSVM, agave 2.3) with \
+             the coordinator program running natively, behind standard JSON-RPC and PubSub. \
+             Slots advance every 400 ms and the Clock follows the wall clock. State lives in \
+             memory: restarting starts a fresh chain.",
+    version
+)]
+struct Args {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    bind_address: String,
+    /// JSON-RPC port (0: any free port).
+    #[arg(long, default_value_t = 8899)]
+    rpc_port: u16,
+    /// PubSub (websocket) port (0: any free port; default: the RPC port + 1).
+    #[arg(long)]
+    ws_port: Option<u16>,
+    /// Credit SOL at start: PUBKEY=SOL (repeatable).
+    #[arg(long = "airdrop", value_name = "PUBKEY=SOL")]
+    airdrops: Vec<String>,
+    /// HTTP worker threads.
+    #[arg(long, default_value_t = 4)]
+    rpc_threads: usize,
+}
+
+fn parse_airdrop(spec: &str) -> Result<(solana_pubkey::Pubkey, u64), String> {
+    let (key, sol) = spec.split_once('=').ok_or("expected PUBKEY=SOL")?;
+    let key = key.parse().map_err(|_| format!("invalid pubkey {key:?}"))?;
+    let sol: u64 = sol
+        .parse()
+        .map_err(|_| format!("invalid SOL amount {sol:?}"))?;
+    Ok((key, sol.saturating_mul(1_000_000_000)))
+}
+
+fn fail(msg: String) -> ! {
+    eprintln!("psyche-localnet: {msg}");
+    std::process::exit(2)
+}
+
+fn main() {
+    let args = Args::parse();
+    let airdrops: Vec<_> = args
+        .airdrops
+        .iter()
+        .map(|s| parse_airdrop(s).unwrap_or_else(|e| fail(format!("--airdrop {s}: {e}"))))
+        .collect();
+    let ws_port = args.ws_port.unwrap_or(if args.rpc_port == 0 {
+        0
+    } else {
+        args.rpc_port + 1
+    });
+    let rpc_addr = format!("{}:{}", args.bind_address, args.rpc_port);
+    let http = tiny_http::Server::http(&rpc_addr)
+        .unwrap_or_else(|e| fail(format!("cannot listen on {rpc_addr}: {e}")));
+    let ws_addr = format!("{}:{}", args.bind_address, ws_port);
+    let ws = TcpListener::bind(&ws_addr)
+        .unwrap_or_else(|e| fail(format!("cannot listen on {ws_addr}: {e}")));
+
+    let node = server::Node::new(LocalChain::new(server::unix_now()));
+    for (key, lamports) in airdrops {
+        node.airdrop(&key, lamports)
+            .unwrap_or_else(|e| fail(format!("airdrop to {key}: {e}")));
+    }
+    let rpc_port = http
+        .server_addr()
+        .to_ip()
+        .map(|a| a.port())
+        .unwrap_or(args.rpc_port);
+    let ws_port = ws.local_addr().map(|a| a.port()).unwrap_or(ws_port);
+    // One line a script can wait for and parse.
+    println!(
+        "psyche-localnet: ready: program {} rpc http://{}:{} pubsub ws://{}:{}",
+        psyche_coordinator::ID,
+        args.bind_address,
+        rpc_port,
+        args.bind_address,
+        ws_port
+    );
+    let clock = node.clone();
+    std::thread::spawn(move || clock.run_slot_clock());
+    let pubsub_node = node.clone();
+    std::thread::spawn(move || pubsub::serve(ws, pubsub_node));
+    rpc::serve(Arc::new(http), node, args.rpc_threads.max(1));
+}

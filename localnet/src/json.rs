@@ -1,0 +1,87 @@
+//! Solana's JSON wire encodings of accounts, errors and transactions, as solana-py and
+//! solders parse them.
+
+use base64::Engine as _;
+use serde_json::{json, Value};
+use solana_account::Account;
+use solana_pubkey::Pubkey;
+use solana_transaction::versioned::VersionedTransaction;
+use solana_transaction_error::TransactionError;
+
+pub const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
+
+/// Binary encodings a client may ask for (`jsonParsed` falls back to base64, as validators do
+/// for accounts they cannot parse).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Encoding {
+    Base58,
+    Base64,
+}
+
+impl Encoding {
+    pub fn from_config(config: Option<&Value>) -> Result<Self, String> {
+        match config
+            .and_then(|c| c.get("encoding"))
+            .and_then(Value::as_str)
+        {
+            None | Some("base64") | Some("jsonParsed") => Ok(Self::Base64),
+            Some("base58") | Some("binary") => Ok(Self::Base58),
+            Some(other) => Err(format!("unsupported encoding: {other} (use base64)")),
+        }
+    }
+}
+
+pub fn account(a: &Account, enc: Encoding) -> Value {
+    let data = match enc {
+        Encoding::Base64 => json!([B64.encode(&a.data), "base64"]),
+        Encoding::Base58 => json!([bs58::encode(&a.data).into_string(), "base58"]),
+    };
+    json!({
+        "data": data,
+        "executable": a.executable,
+        "lamports": a.lamports,
+        "owner": a.owner.to_string(),
+        "rentEpoch": a.rent_epoch,
+        "space": a.data.len(),
+    })
+}
+
+pub fn error(e: &TransactionError) -> Value {
+    serde_json::to_value(e).unwrap_or(Value::Null)
+}
+
+/// The human line of a failed transaction ("Error processing Instruction 0: custom program
+/// error: 0x1774").
+pub fn error_text(e: &TransactionError) -> String {
+    e.to_string()
+}
+
+pub fn pubkey(v: &Value) -> Result<Pubkey, String> {
+    v.as_str()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("invalid pubkey: {v}"))
+}
+
+/// A transaction as `sendTransaction`/`simulateTransaction` receive it.
+pub fn transaction(v: &Value, config: Option<&Value>) -> Result<VersionedTransaction, String> {
+    let text = v.as_str().ok_or("transaction must be a string")?;
+    let bytes = match config
+        .and_then(|c| c.get("encoding"))
+        .and_then(Value::as_str)
+    {
+        Some("base64") => B64
+            .decode(text)
+            .map_err(|e| format!("invalid base64: {e}"))?,
+        None | Some("base58") => bs58::decode(text)
+            .into_vec()
+            .map_err(|e| format!("invalid base58: {e}"))?,
+        Some(other) => return Err(format!("unsupported encoding: {other}")),
+    };
+    if bytes.len() > 1232 {
+        return Err(format!(
+            "transaction too large: {} bytes (max 1232)",
+            bytes.len()
+        ));
+    }
+    bincode::deserialize(&bytes).map_err(|e| format!("failed to deserialize transaction: {e}"))
+}

@@ -1,0 +1,280 @@
+//! Solana JSON-RPC over HTTP: the methods a client of the coordinator uses (solana-py,
+//! anchorpy, the Solana CLI's basics). Batches are supported; unknown methods answer -32601.
+
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use solana_signature::Signature;
+
+use crate::json::{self, Encoding};
+use crate::server::{Node, Sent};
+
+/// Largest request body accepted (a batch of transactions).
+const MAX_BODY: usize = 4 << 20;
+/// Largest single airdrop (like a test validator's faucet cap).
+const MAX_AIRDROP: u64 = 1_000_000 * 1_000_000_000;
+
+pub fn error_reply(id: Value, code: i64, message: &str) -> String {
+    json!({"jsonrpc": "2.0", "error": {"code": code, "message": message}, "id": id}).to_string()
+}
+
+struct RpcError {
+    code: i64,
+    message: String,
+    data: Option<Value>,
+}
+
+fn invalid(message: impl Into<String>) -> RpcError {
+    RpcError {
+        code: -32602,
+        message: format!("Invalid params: {}", message.into()),
+        data: None,
+    }
+}
+
+type RpcResult = Result<Value, RpcError>;
+
+/// Serves HTTP until the process ends (`workers` threads share the listener).
+pub fn serve(server: Arc<tiny_http::Server>, node: Arc<Node>, workers: usize) {
+    let mut handles = Vec::new();
+    for _ in 0..workers {
+        let (server, node) = (server.clone(), node.clone());
+        handles.push(std::thread::spawn(move || {
+            while let Ok(mut request) = server.recv() {
+                let reply = http(&node, &mut request);
+                let header =
+                    tiny_http::Header::from_bytes("Content-Type", "application/json").unwrap();
+                let _ =
+                    request.respond(tiny_http::Response::from_string(reply).with_header(header));
+            }
+        }));
+    }
+    for h in handles {
+        let _ = h.join();
+    }
+}
+
+fn http(node: &Node, request: &mut tiny_http::Request) -> String {
+    if request.method() == &tiny_http::Method::Get {
+        // `GET /health`, as validators answer it.
+        return "ok".into();
+    }
+    if request.body_length().unwrap_or(0) > MAX_BODY {
+        return error_reply(Value::Null, -32600, "request too large");
+    }
+    let mut body = String::new();
+    if std::io::Read::read_to_string(request.as_reader(), &mut body).is_err() {
+        return error_reply(Value::Null, -32700, "Parse error: body is not UTF-8");
+    }
+    handle_body(node, &body)
+}
+
+pub fn handle_body(node: &Node, body: &str) -> String {
+    match serde_json::from_str::<Value>(body) {
+        Ok(Value::Array(batch)) => {
+            let replies: Vec<Value> = batch
+                .iter()
+                .map(|r| serde_json::from_str(&handle_one(node, r)).unwrap_or(Value::Null))
+                .collect();
+            Value::Array(replies).to_string()
+        }
+        Ok(req) => handle_one(node, &req),
+        Err(e) => error_reply(Value::Null, -32700, &format!("Parse error: {e}")),
+    }
+}
+
+fn handle_one(node: &Node, req: &Value) -> String {
+    let id = req.get("id").cloned().unwrap_or(Value::Null);
+    let Some(method) = req.get("method").and_then(Value::as_str) else {
+        return error_reply(id, -32600, "Invalid request: no method");
+    };
+    let params = req.get("params").cloned().unwrap_or(json!([]));
+    match dispatch(node, method, &params) {
+        Ok(result) => json!({"jsonrpc": "2.0", "result": result, "id": id}).to_string(),
+        Err(e) => {
+            let mut error = json!({"code": e.code, "message": e.message});
+            if let Some(data) = e.data {
+                error["data"] = data;
+            }
+            json!({"jsonrpc": "2.0", "error": error, "id": id}).to_string()
+        }
+    }
+}
+
+fn with_context(slot: u64, value: Value) -> Value {
+    json!({"context": {"apiVersion": "2.3.13", "slot": slot}, "value": value})
+}
+
+fn dispatch(node: &Node, method: &str, params: &Value) -> RpcResult {
+    let p = |i: usize| params.get(i);
+    match method {
+        "getHealth" => Ok(json!("ok")),
+        "getVersion" => Ok(json!({"solana-core": "2.3.13", "feature-set": 0})),
+        "getGenesisHash" => Ok(json!(node.chain().genesis_hash().to_string())),
+        "getSlot" | "getBlockHeight" => Ok(json!(node.chain().slot())),
+        "getTransactionCount" => Ok(json!(node.chain().transaction_count())),
+        "getEpochInfo" => {
+            let chain = node.chain();
+            let slot = chain.slot();
+            let per = crate::chain::SLOTS_PER_EPOCH;
+            Ok(
+                json!({"absoluteSlot": slot, "blockHeight": slot, "epoch": slot / per,
+                      "slotIndex": slot % per, "slotsInEpoch": per,
+                      "transactionCount": chain.transaction_count()}),
+            )
+        }
+        "getLatestBlockhash" => {
+            let chain = node.chain();
+            let (hash, last_valid) = chain.latest_blockhash();
+            Ok(with_context(
+                chain.slot(),
+                json!({"blockhash": hash.to_string(),
+                                                 "lastValidBlockHeight": last_valid}),
+            ))
+        }
+        "isBlockhashValid" => {
+            let hash = p(0)
+                .and_then(Value::as_str)
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| invalid("blockhash"))?;
+            let chain = node.chain();
+            Ok(with_context(
+                chain.slot(),
+                json!(chain.is_blockhash_valid(&hash)),
+            ))
+        }
+        "getFeeForMessage" => Ok(with_context(node.chain().slot(), json!(5000))),
+        "getMinimumBalanceForRentExemption" => {
+            let len = p(0)
+                .and_then(Value::as_u64)
+                .ok_or_else(|| invalid("data length"))?;
+            Ok(json!(node
+                .chain()
+                .svm
+                .minimum_balance_for_rent_exemption(len as usize)))
+        }
+        "getBalance" => {
+            let key = json::pubkey(p(0).unwrap_or(&Value::Null)).map_err(invalid)?;
+            let chain = node.chain();
+            let lamports = chain.get_account(&key).map(|a| a.lamports).unwrap_or(0);
+            Ok(with_context(chain.slot(), json!(lamports)))
+        }
+        "getAccountInfo" => {
+            let key = json::pubkey(p(0).unwrap_or(&Value::Null)).map_err(invalid)?;
+            let enc = Encoding::from_config(p(1)).map_err(invalid)?;
+            let chain = node.chain();
+            let value = chain
+                .get_account(&key)
+                .map(|a| json::account(&a, enc))
+                .unwrap_or(Value::Null);
+            Ok(with_context(chain.slot(), value))
+        }
+        "getMultipleAccounts" => {
+            let keys = p(0)
+                .and_then(Value::as_array)
+                .ok_or_else(|| invalid("expected a list of pubkeys"))?;
+            if keys.len() > 100 {
+                return Err(invalid("at most 100 pubkeys"));
+            }
+            let enc = Encoding::from_config(p(1)).map_err(invalid)?;
+            let chain = node.chain();
+            let mut values = Vec::with_capacity(keys.len());
+            for k in keys {
+                let key = json::pubkey(k).map_err(invalid)?;
+                values.push(
+                    chain
+                        .get_account(&key)
+                        .map(|a| json::account(&a, enc))
+                        .unwrap_or(Value::Null),
+                );
+            }
+            Ok(with_context(chain.slot(), Value::Array(values)))
+        }
+        "requestAirdrop" => {
+            let key = json::pubkey(p(0).unwrap_or(&Value::Null)).map_err(invalid)?;
+            let lamports = p(1)
+                .and_then(Value::as_u64)
+                .ok_or_else(|| invalid("lamports"))?;
+            if lamports == 0 || lamports > MAX_AIRDROP {
+                return Err(invalid(format!("lamports must be 1 to {MAX_AIRDROP}")));
+            }
+            node.airdrop(&key, lamports)
+                .map(|sig| json!(sig.to_string()))
+                .map_err(|e| RpcError {
+                    code: -32600,
+                    message: format!("airdrop failed: {e}"),
+                    data: None,
+                })
+        }
+        "getSignatureStatuses" => {
+            let sigs = p(0)
+                .and_then(Value::as_array)
+                .ok_or_else(|| invalid("expected a list of signatures"))?;
+            if sigs.len() > 256 {
+                return Err(invalid("at most 256 signatures"));
+            }
+            let mut values = Vec::with_capacity(sigs.len());
+            for s in sigs {
+                let sig: Signature = s
+                    .as_str()
+                    .and_then(|s| s.parse().ok())
+                    .ok_or_else(|| invalid("signature"))?;
+                values.push(match node.status(&sig) {
+                    None => Value::Null,
+                    Some((slot, err)) => {
+                        let status = if err.is_null() {
+                            json!({"Ok": null})
+                        } else {
+                            json!({"Err": err})
+                        };
+                        // One node: what it processed is final.
+                        json!({"slot": slot, "confirmations": null, "err": err, "status": status,
+                               "confirmationStatus": "finalized"})
+                    }
+                });
+            }
+            Ok(with_context(node.chain().slot(), Value::Array(values)))
+        }
+        "sendTransaction" => {
+            let tx = json::transaction(p(0).unwrap_or(&Value::Null), p(1)).map_err(invalid)?;
+            let skip = p(1)
+                .and_then(|c| c.get("skipPreflight"))
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            match node.send(tx, !skip) {
+                Sent::Landed(sig) => Ok(json!(sig.to_string())),
+                Sent::Refused(f) => Err(RpcError {
+                    code: -32002,
+                    message: format!(
+                        "Transaction simulation failed: {}",
+                        json::error_text(&f.err)
+                    ),
+                    data: Some(simulation_value(&Err(f))),
+                }),
+            }
+        }
+        "simulateTransaction" => {
+            let tx = json::transaction(p(0).unwrap_or(&Value::Null), p(1)).map_err(invalid)?;
+            let result = node.simulate(tx);
+            Ok(with_context(node.chain().slot(), simulation_value(&result)))
+        }
+        "getTransaction" => Ok(Value::Null),
+        other => Err(RpcError {
+            code: -32601,
+            message: format!("Method not found: {other}"),
+            data: None,
+        }),
+    }
+}
+
+fn simulation_value(
+    result: &Result<litesvm::types::TransactionMetadata, litesvm::types::FailedTransactionMetadata>,
+) -> Value {
+    let (err, meta) = match result {
+        Ok(meta) => (Value::Null, meta),
+        Err(f) => (json::error(&f.err), &f.meta),
+    };
+    json!({"err": err, "logs": meta.logs, "accounts": null, "unitsConsumed": meta.compute_units_consumed,
+           "returnData": null, "innerInstructions": null, "replacementBlockhash": null,
+           "loadedAccountsDataSize": null})
+}

@@ -1,0 +1,1 @@
+"""Talking to the Solana coordinator program (anchorpy client, IDL)."""
