@@ -1,0 +1,278 @@
+"""The coordinator program from Python: addresses, instructions (anchorpy over the legacy IDL),
+sending and confirming transactions, decoding accounts, and errors by name.
+
+Works against any Solana JSON-RPC: psyche-localnet, or solana-test-validator / devnet where the
+program is deployed with `anchor deploy`."""
+
+import asyncio
+import hashlib
+
+from anchorpy import Context, Program, Provider, Wallet
+from solana.rpc.async_api import AsyncClient
+from solana.rpc.commitment import Confirmed
+from solana.rpc.core import RPCException
+from solana.rpc.types import TxOpts
+from solders.compute_budget import set_compute_unit_limit
+from solders.instruction import Instruction
+from solders.keypair import Keypair
+from solders.message import Message
+from solders.pubkey import Pubkey
+from solders.rpc.errors import SendTransactionPreflightFailureMessage
+from solders.system_program import ID as SYSTEM_PROGRAM_ID
+from solders.system_program import CreateAccountParams, create_account
+from solders.transaction import Transaction
+from solders.transaction_status import InstructionErrorCustom, TransactionErrorInstructionError
+
+from psyche_coordinator_core import STATE_SIZE, CoordinatorError, RunConfig, from_bytes
+
+from . import idl as idl_files
+
+COORDINATOR_SEED = b"coordinator"
+AUTHORIZATION_SEED = b"authorization"
+ACCOUNT_SPACE = 8 + STATE_SIZE
+CORE_ERRORS_START, PROGRAM_ERRORS_START = 6000, 6100
+# Witness/checkpoint compute a 90-round shuffle position in software on SBF: ask for the most.
+HEAVY_COMPUTE = 1_400_000
+CONFIRM_TIMEOUT = 30.0
+# The system program's errors that creating a run can meet.
+SYSTEM_ERRORS = {0: "AccountAlreadyInUse (the run id or account is taken)",
+                 1: "ResultWithNegativeLamports (the payer cannot pay)"}
+
+
+def account_discriminator(name: str) -> bytes:
+    return hashlib.sha256(f"account:{name}".encode()).digest()[:8]
+
+
+COORDINATOR_DISCRIMINATOR = account_discriminator("CoordinatorAccount")
+
+
+class ChainError(Exception):
+    """The chain could not be reached, or a transaction did not confirm in time."""
+
+
+class ProgramError(Exception):
+    """The program (or the runtime) refused a transaction: `name` is the named error."""
+
+    def __init__(self, name: str, code, detail: str = ""):
+        super().__init__(f"{name}" + (f" ({code})" if code is not None else "") +
+                         (f": {detail}" if detail else ""))
+        self.name, self.code, self.detail = name, code, detail
+
+
+def run_id_seed(run_id: str) -> bytes:
+    return run_id.encode()[:32]
+
+
+class Coordinator:
+    """One program on one RPC endpoint; `payer` pays for and signs what it sends."""
+
+    def __init__(self, rpc_url: str, payer: Keypair, program_id: Pubkey = None):
+        self.rpc_url = rpc_url
+        self.client = AsyncClient(rpc_url, commitment=Confirmed, timeout=30)
+        self.payer = payer
+        self.idl = idl_files.load_idl()
+        self.program_id = program_id or idl_files.program_id()
+        self.program = Program(self.idl, self.program_id, Provider(self.client, Wallet(payer)))
+        self._error_names = {e.code: e.name for e in self.idl.errors}
+
+    async def close(self):
+        await self.client.close()
+
+    # ---- addresses
+    def instance_key(self, run_id: str) -> Pubkey:
+        return Pubkey.find_program_address([COORDINATOR_SEED, run_id_seed(run_id)],
+                                           self.program_id)[0]
+
+    def authorization_key(self, instance: Pubkey, grantee: Pubkey) -> Pubkey:
+        return Pubkey.find_program_address([AUTHORIZATION_SEED, bytes(instance), bytes(grantee)],
+                                           self.program_id)[0]
+
+    # ---- reading
+    async def get_account_data(self, key: Pubkey):
+        try:
+            resp = await self.client.get_account_info(key, encoding="base64")
+        except Exception as e:  # httpx and solana-py raise many kinds; all mean "unreachable"
+            raise ChainError(f"cannot read {key} from {self.rpc_url}: {e}") from None
+        return None if resp.value is None else bytes(resp.value.data)
+
+    async def fetch_instance(self, run_id: str):
+        """The run's CoordinatorInstance (authorities, account), or None if there is no run."""
+        data = await self.get_account_data(self.instance_key(run_id))
+        if data is None:
+            return None
+        return self.program.coder.accounts.decode(data)
+
+    def decode_state(self, data: bytes):
+        if len(data) != ACCOUNT_SPACE or data[:8] != COORDINATOR_DISCRIMINATOR:
+            raise ChainError("not an initialized coordinator account")
+        return from_bytes(data[8:])
+
+    async def fetch_state(self, account: Pubkey):
+        data = await self.get_account_data(account)
+        if data is None:
+            raise ChainError(f"coordinator account {account} does not exist")
+        return self.decode_state(data)
+
+    # ---- instructions
+    def _ix(self, name: str, *args, accounts: dict) -> Instruction:
+        return self.program.instruction[name](*args, ctx=Context(accounts=accounts))
+
+    def _owner(self, authority: Pubkey, instance: Pubkey, account: Pubkey) -> dict:
+        return {"authority": authority, "coordinator_instance": instance,
+                "coordinator_account": account}
+
+    def _user(self, user: Pubkey, instance: Pubkey, account: Pubkey) -> dict:
+        return {"user": user, "coordinator_instance": instance, "coordinator_account": account}
+
+    def config_arg(self, config: RunConfig):
+        return self.program.type["RunConfigParams"](**config.to_dict())
+
+    def checkpoint_arg(self, checkpoint):
+        kind = self.program.type["CheckpointKindParam"]
+        variant = {0: kind.Dummy, 1: kind.Hub, 2: kind.P2P}[int(checkpoint.kind)]
+        return self.program.type["CheckpointParams"](kind=variant(), repo=checkpoint.repo,
+                                                      revision=checkpoint.revision)
+
+    def ix_create_account(self, account: Pubkey, lamports: int) -> Instruction:
+        return create_account(CreateAccountParams(
+            from_pubkey=self.payer.pubkey(), to_pubkey=account, lamports=lamports,
+            space=ACCOUNT_SPACE, owner=self.program_id))
+
+    def ix_init(self, run_id, account, main_authority, join_authority, permissionless,
+                config: RunConfig, run_seed: int) -> Instruction:
+        return self._ix("init_coordinator", run_id, main_authority, join_authority,
+                        permissionless, self.config_arg(config), run_seed,
+                        accounts={"payer": self.payer.pubkey(),
+                                  "coordinator_instance": self.instance_key(run_id),
+                                  "coordinator_account": account,
+                                  "system_program": SYSTEM_PROGRAM_ID})
+
+    def ix_update(self, authority, instance, account, config=None, checkpoint=None):
+        return self._ix("update", None if config is None else self.config_arg(config),
+                        None if checkpoint is None else self.checkpoint_arg(checkpoint),
+                        accounts=self._owner(authority, instance, account))
+
+    def ix_set_paused(self, authority, instance, account, paused: bool):
+        return self._ix("set_paused", paused, accounts=self._owner(authority, instance, account))
+
+    def ix_join(self, user, instance, account, p2p_identity: bytes, authorization=None):
+        accounts = self._user(user, instance, account)
+        # Anchor's convention for an absent optional account: the program id in its place.
+        accounts["authorization"] = authorization or self.program_id
+        return self._ix("join_run", bytes(p2p_identity), accounts=accounts)
+
+    def ix_tick(self, user, instance, account):
+        return self._ix("tick", accounts=self._user(user, instance, account))
+
+    def ix_witness(self, user, instance, account, index, step, participant_bloom,
+                   broadcast_bloom, broadcast_merkle):
+        return self._ix("witness", index, step, bytes(participant_bloom), bytes(broadcast_bloom),
+                        bytes(broadcast_merkle), accounts=self._user(user, instance, account))
+
+    def ix_warmup_witness(self, user, instance, account, index):
+        return self._ix("warmup_witness", index, accounts=self._user(user, instance, account))
+
+    def ix_health_check(self, user, instance, account, index, targets):
+        return self._ix("health_check", index, list(targets),
+                        accounts=self._user(user, instance, account))
+
+    def ix_checkpoint(self, user, instance, account, index, repo, revision):
+        return self._ix("checkpoint", index, repo, revision,
+                        accounts=self._user(user, instance, account))
+
+    def ix_withdraw(self, user, instance, account):
+        return self._ix("withdraw", accounts=self._user(user, instance, account))
+
+    def ix_free(self, authority, instance, account, spill):
+        return self._ix("free_coordinator", accounts={
+            "authority": authority, "spill": spill, "coordinator_instance": instance,
+            "coordinator_account": account})
+
+    def ix_authorize(self, join_authority, instance, grantee):
+        return self._ix("authorize_joiner", grantee, accounts={
+            "payer": self.payer.pubkey(), "join_authority": join_authority,
+            "coordinator_instance": instance,
+            "authorization": self.authorization_key(instance, grantee),
+            "system_program": SYSTEM_PROGRAM_ID})
+
+    def ix_revoke(self, join_authority, instance, grantee, spill):
+        return self._ix("revoke_joiner", accounts={
+            "join_authority": join_authority, "spill": spill, "coordinator_instance": instance,
+            "authorization": self.authorization_key(instance, grantee)})
+
+    # ---- sending
+    def error_name(self, code: int) -> str:
+        if CORE_ERRORS_START <= code < CORE_ERRORS_START + len(CoordinatorError.CODES):
+            return CoordinatorError.CODES[code - CORE_ERRORS_START]
+        return self._error_names.get(code, f"Custom{code}")
+
+    def _refusal(self, err, ixs=()) -> Exception:
+        """A transaction error as what it means: CoordinatorError for the core's refusals (the
+        client state machine handles those by name), ProgramError for everything else."""
+        if isinstance(err, TransactionErrorInstructionError):
+            inner = err.err
+            program = ixs[err.index].program_id if err.index < len(ixs) else self.program_id
+            if isinstance(inner, InstructionErrorCustom) and program == SYSTEM_PROGRAM_ID:
+                name = SYSTEM_ERRORS.get(inner.code, f"SystemError{inner.code}")
+                return ProgramError(name, inner.code, "system program")
+            if isinstance(inner, InstructionErrorCustom):
+                name = self.error_name(inner.code)
+                if name in CoordinatorError.CODES:
+                    return CoordinatorError(name, f"program error {inner.code}")
+                return ProgramError(name, inner.code)
+            return ProgramError(str(inner), None)
+        return ProgramError(str(err), None)
+
+    async def send(self, instructions, signers=(), compute_units: int = None) -> str:
+        """Signs (payer first), sends with preflight and waits until it is confirmed. Raises
+        CoordinatorError/ProgramError when refused, ChainError when the chain is unreachable."""
+        ixs = list(instructions)
+        if compute_units:
+            ixs.insert(0, set_compute_unit_limit(compute_units))
+        try:
+            blockhash = (await self.client.get_latest_blockhash()).value.blockhash
+            msg = Message.new_with_blockhash(ixs, self.payer.pubkey(), blockhash)
+            tx = Transaction([self.payer, *signers], msg, blockhash)
+            resp = await self.client.send_raw_transaction(
+                bytes(tx), opts=TxOpts(skip_preflight=False, skip_confirmation=True))
+        except RPCException as e:
+            info = e.args[0] if e.args else None
+            if isinstance(info, SendTransactionPreflightFailureMessage):
+                raise self._refusal(info.data.err, ixs) from None
+            raise ProgramError(str(info), None) from None
+        except (OSError, asyncio.TimeoutError, Exception) as e:
+            if isinstance(e, (CoordinatorError, ProgramError)):
+                raise
+            raise ChainError(f"cannot send to {self.rpc_url}: {type(e).__name__}: {e}") from None
+        sig = resp.value
+        await self._confirm(sig, ixs)
+        return str(sig)
+
+    async def _confirm(self, sig, ixs=()):
+        """Polls the status (fast: a local chain answers at once; a cluster within seconds)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CONFIRM_TIMEOUT
+        delay = 0.02
+        while True:
+            try:
+                status = (await self.client.get_signature_statuses([sig])).value[0]
+            except Exception as e:
+                raise ChainError(f"cannot confirm {sig}: {e}") from None
+            if status is not None and status.confirmation_status is not None:
+                if status.err is not None:
+                    raise self._refusal(status.err, ixs)
+                return
+            if loop.time() > deadline:
+                raise ChainError(f"transaction {sig} not confirmed within {CONFIRM_TIMEOUT:.0f} s")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+    async def airdrop(self, to: Pubkey, lamports: int):
+        try:
+            sig = (await self.client.request_airdrop(to, lamports)).value
+        except Exception as e:
+            raise ChainError(f"airdrop from {self.rpc_url} failed: {e}") from None
+        await self._confirm(sig)
+
+    async def rent_exempt(self, size: int) -> int:
+        return (await self.client.get_minimum_balance_for_rent_exemption(size)).value
