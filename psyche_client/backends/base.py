@@ -7,6 +7,10 @@ class BackendError(Exception):
     """The backend could not be reached or answered nonsense; the operation may be retried."""
 
 
+class FatalBackendError(BackendError):
+    """Retrying cannot help (no such run, wrong run id, not allowed to join)."""
+
+
 class Backend(Protocol):
     async def connect(self) -> None:
         """Connect and authenticate; raises BackendError."""

@@ -12,14 +12,10 @@ from psyche_coordinator_core import CoordinatorError, LayoutError, from_bytes
 from psyche_coordinator_core.ops_json import encode_args
 
 from ..protocol import CLOSE_WRONG_RUN, MAX_MESSAGE_BYTES, hello_message
-from .base import BackendError
+from .base import BackendError, FatalBackendError
 
 log = logging.getLogger(__name__)
 OP_TIMEOUT = 15
-
-
-class FatalBackendError(BackendError):
-    """Retrying cannot help (wrong run id, rejected identity)."""
 
 
 class CentralizedBackend:

@@ -1,5 +1,6 @@
 """Pieces shared by the command lines."""
 
+import asyncio
 import sys
 import time
 
@@ -24,3 +25,100 @@ def tui_enabled(flag: bool) -> bool:
 def fail(message: str, code: int = 2):
     click.echo(f"error: {message}", err=True)
     sys.exit(code)
+
+
+_CLIENT_OPTIONS = [
+    click.option("-b", "--bind-p2p-port", type=int, default=0, show_default=True,
+                 help="Port for peer-to-peer traffic; 0 picks a free one."),
+    click.option("--bind-p2p-host", default="127.0.0.1", show_default=True,
+                 help="Address peers reach this client at."),
+    click.option("--p2p", "p2p_kind", type=click.Choice(["iroh", "ws"]), default="iroh",
+                 show_default=True, help="Result transport: iroh (QUIC, payloads as verified "
+                 "blobs) or ws (a websocket mesh)."),
+    click.option("--tui", type=bool, default=False, show_default=True,
+                 help="Accepted for compatibility; the client prints progress lines."),
+    click.option("--dummy-training-delay-secs", type=float, default=1.0, show_default=True,
+                 help="Simulated training (runs without a [model]): seconds each batch takes."),
+    click.option("--micro-batch-size", type=click.IntRange(1), default=8, show_default=True,
+                 help="Sequences per forward/backward pass; gradients accumulate over a batch."),
+    click.option("--device", default=None,
+                 help="torch device (default: cuda if present, else cpu)."),
+    click.option("--torch-threads", type=click.IntRange(1), default=None,
+                 help="CPU threads for torch (default: torch's own choice)."),
+    click.option("--data-parallelism", type=click.IntRange(1), default=1, show_default=True,
+                 help="GPUs this client trains on (only 1 is supported so far)."),
+    click.option("--metrics-file", type=click.Path(dir_okay=False), default=None,
+                 help="Append one JSON object per training step, apply and held-out loss."),
+    click.option("--wandb-project", default=None, help="Also log to this wandb project "
+                 "(only if wandb is installed and configured)."),
+    click.option("--wandb-run", default=None),
+    click.option("--wandb-group", default=None),
+    click.option("--wandb-entity", default=None),
+]
+
+
+def client_options(fn):
+    """The options every `train` command shares, whatever its backend."""
+    for option in reversed(_CLIENT_OPTIONS):
+        fn = option(fn)
+    return fn
+
+
+def run_client(run_id, identity, make_backend, where, bind_p2p_port, bind_p2p_host, p2p_kind,
+               tui, dummy_training_delay_secs, micro_batch_size, device, torch_threads,
+               data_parallelism, metrics_file, wandb_project, wandb_run, wandb_group,
+               wandb_entity):
+    """Starts the p2p transport, connects `make_backend(p2p_addr)` and serves the run until
+    it finishes; exits the process with the daemon's code."""
+    from ..backends.base import BackendError, FatalBackendError
+    from ..client.daemon import ClientDaemon
+    from ..p2p.transport import make_transport
+
+    log = make_logger(f"[{identity.public.hex()[:8]}] ")
+    if data_parallelism != 1:
+        fail("--data-parallelism above 1 is not supported yet")
+    wandb_args = dict(project=wandb_project, name=wandb_run, group=wandb_group,
+                      entity=wandb_entity)
+    make_trainer = trainer_factory(run_id, identity, log, dummy_training_delay_secs,
+                                   micro_batch_size, device, torch_threads, metrics_file,
+                                   wandb_args)
+
+    async def go():
+        transport = make_transport(p2p_kind, identity, None, log, bind_p2p_host, bind_p2p_port)
+        addr = await transport.start()
+        backend = make_backend(addr)
+        log(f"client {identity.public.hex()} joining run {run_id!r} {where}, "
+            f"p2p {p2p_kind} {addr[:48]}")
+        return await ClientDaemon(identity, backend, transport, make_trainer, log=log).run()
+
+    try:
+        code = asyncio.run(go())
+    except FatalBackendError as e:  # wrong run, not authorized: retrying cannot help
+        fail(str(e))
+    except BackendError as e:
+        fail(str(e), 1)
+    except KeyboardInterrupt:
+        code = 130
+    raise SystemExit(code)
+
+
+def trainer_factory(run_id, identity, log, dummy_delay, micro_batch_size=8, device=None,
+                    torch_threads=None, metrics_file=None, wandb_args=None):
+    """`make_trainer(spec)` for the client daemon, whatever the backend: simulated training
+    when the run declares no model, else DisTrO on a model built from the spec."""
+    def make_trainer(spec):
+        from ..client.dummy_trainer import DummyTrainer
+        if spec is None or spec.get("data", {}).get("kind") == "dummy":
+            log("simulated training (the run declares no model)")
+            return DummyTrainer(run_id, dummy_delay)
+        import torch
+
+        from ..training.spec import RunSpec
+        from ..training.trainer import DistroTrainer, Metrics
+        if torch_threads:
+            torch.set_num_threads(torch_threads)
+        dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        return DistroTrainer(RunSpec.from_dict(spec), run_id, identity, log=log,
+                             metrics=Metrics(metrics_file, wandb_args or {}, log), device=dev,
+                             micro_batch_size=micro_batch_size)
+    return make_trainer
