@@ -59,6 +59,11 @@ class ProgramError(Exception):
         self.name, self.code, self.detail = name, code, detail
 
 
+def _plain(err) -> str:
+    """solders prints fieldless errors as "TransactionErrorFieldless.AlreadyProcessed"."""
+    return str(err).rsplit(".", 1)[-1]
+
+
 def run_id_seed(run_id: str) -> bytes:
     return run_id.encode()[:32]
 
@@ -220,8 +225,8 @@ class Coordinator:
                 if name in CoordinatorError.CODES:
                     return CoordinatorError(name, f"program error {inner.code}")
                 return ProgramError(name, inner.code)
-            return ProgramError(str(inner), None)
-        return ProgramError(str(err), None)
+            return ProgramError(_plain(inner), None)
+        return ProgramError(_plain(err), None)
 
     async def send(self, instructions, signers=(), compute_units: int = None) -> str:
         """Signs (payer first), sends with preflight and waits until it is confirmed. Raises
