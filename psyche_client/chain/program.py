@@ -217,7 +217,9 @@ class Coordinator:
         if isinstance(err, TransactionErrorInstructionError):
             inner = err.err
             program = ixs[err.index].program_id if err.index < len(ixs) else self.program_id
-            if isinstance(inner, InstructionErrorCustom) and program == SYSTEM_PROGRAM_ID:
+            # The system program's codes also surface from an Anchor `init` (its CPI).
+            if isinstance(inner, InstructionErrorCustom) and (
+                    program == SYSTEM_PROGRAM_ID or inner.code in SYSTEM_ERRORS):
                 name = SYSTEM_ERRORS.get(inner.code, f"SystemError{inner.code}")
                 return ProgramError(name, inner.code, "system program")
             if isinstance(inner, InstructionErrorCustom):
@@ -248,7 +250,9 @@ class Coordinator:
         except (OSError, asyncio.TimeoutError, Exception) as e:
             if isinstance(e, (CoordinatorError, ProgramError)):
                 raise
-            raise ChainError(f"cannot send to {self.rpc_url}: {type(e).__name__}: {e}") from None
+            cause = e.__cause__ or e.__context__
+            raise ChainError(f"cannot send to {self.rpc_url}: {type(e).__name__}: {e}"
+                             + (f" ({type(cause).__name__}: {cause})" if cause else "")) from None
         sig = resp.value
         await self._confirm(sig, ixs)
         return str(sig)

@@ -68,7 +68,7 @@ def run_client(run_id, identity, make_backend, where, bind_p2p_port, bind_p2p_ho
                tui, dummy_training_delay_secs, micro_batch_size, device, torch_threads,
                data_parallelism, metrics_file, wandb_project, wandb_run, wandb_group,
                wandb_entity):
-    """Starts the p2p transport, connects `make_backend(p2p_addr)` and serves the run until
+    """Starts the p2p transport, connects `make_backend(p2p_addr, log)` and serves the run until
     it finishes; exits the process with the daemon's code."""
     from ..backends.base import BackendError, FatalBackendError
     from ..client.daemon import ClientDaemon
@@ -86,7 +86,7 @@ def run_client(run_id, identity, make_backend, where, bind_p2p_port, bind_p2p_ho
     async def go():
         transport = make_transport(p2p_kind, identity, None, log, bind_p2p_host, bind_p2p_port)
         addr = await transport.start()
-        backend = make_backend(addr)
+        backend = make_backend(addr, log)
         log(f"client {identity.public.hex()} joining run {run_id!r} {where}, "
             f"p2p {p2p_kind} {addr[:48]}")
         return await ClientDaemon(identity, backend, transport, make_trainer, log=log).run()

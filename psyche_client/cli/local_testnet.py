@@ -46,6 +46,8 @@ class Testnet:
         self.finished = asyncio.Event()
         self.listening = asyncio.get_event_loop().create_future()
 
+    coordinator_name = "server"
+
     def server_cmd(self):
         cmd = [sys.executable, "-u", "-m", "psyche_client.cli.server", "run", "--state",
                str(self.state_path), "--server-port", str(self.port), "--tui", "false"]
@@ -67,16 +69,27 @@ class Testnet:
                 # one CPU thread each: N clients share this machine
                 "--torch-threads", "1", "--metrics-file", str(self.workdir / f"client-{n}.jsonl")]
 
+    def shows(self, name, line) -> bool:
+        return True
+
+    def on_line(self, name, line):
+        if name == "server":
+            m = LISTEN.search(line)
+            if m and not self.listening.done():
+                self.listening.set_result(int(m.group(1)))
+            if FINISHED.search(line):
+                self.finished.set()
+
+    async def prepare(self) -> bool:
+        """After the coordinator is up, before the clients start."""
+        return True
+
     async def _pump(self, name, proc):
         async for raw in proc.stdout:
             line = raw.decode(errors="replace").rstrip()
-            print(f"[{name:>8}] {line}", flush=True)
-            if name == "server":
-                m = LISTEN.search(line)
-                if m and not self.listening.done():
-                    self.listening.set_result(int(m.group(1)))
-                if FINISHED.search(line):
-                    self.finished.set()
+            if self.shows(name, line):
+                print(f"[{name:>8}] {line}", flush=True)
+            self.on_line(name, line)
 
     async def start(self, name, cmd):
         proc = await asyncio.create_subprocess_exec(
@@ -107,11 +120,14 @@ class Testnet:
         await asyncio.wait([self.listening, exited], timeout=30,
                            return_when=asyncio.FIRST_COMPLETED)
         if not self.listening.done():
-            self.log("server did not start" + (f" (exit code {server.returncode})"
-                                               if exited.done() else " within 30 s"))
+            self.log(f"{self.coordinator_name} did not start" +
+                     (f" (exit code {server.returncode})" if exited.done() else " within 30 s"))
             await self.stop()
             return 1
         self.bound_port = self.listening.result()
+        if not await self.prepare():
+            await self.stop()
+            return 1
         for n in range(1, self.num_clients + 1):
             await self.start(f"client-{n}", self.client_cmd(n))
         killer = asyncio.ensure_future(self.killer()) if self.kill_num else None
@@ -186,8 +202,12 @@ def main():
 @click.option("--save-state-dir", default=None, help="Where the server persists its state.")
 @click.option("--timeout", type=float, default=600, show_default=True,
               help="Give up if the run has not finished after this many seconds.")
+@click.option("--chain", is_flag=True, default=False,
+              help="Run the coordinator on a local Solana chain (psyche-localnet, built with "
+                   "cargo if needed) instead of the centralized server: the run is created "
+                   "with psyche-solana-client and the clients join it with join_run.")
 def start(num_clients, config_path, server_port, tui, random_kill_num, allowed_to_kill,
-          random_kill_interval, dummy_training_delay_secs, save_state_dir, timeout):
+          random_kill_interval, dummy_training_delay_secs, save_state_dir, timeout, chain):
     state_path = _state_path(config_path).resolve()
     try:
         allowed = [int(x) for x in allowed_to_kill.split(",") if x.strip()]
@@ -196,14 +216,22 @@ def start(num_clients, config_path, server_port, tui, random_kill_num, allowed_t
     if any(not 1 <= n <= num_clients for n in allowed):
         fail(f"--allowed-to-kill: client numbers go from 1 to {num_clients}")
     workdir = tempfile.mkdtemp(prefix="psyche-testnet-")
+    if tui and chain:
+        fail("--tui true is not available with --chain yet; use --tui false")
+    if save_state_dir and chain:
+        fail("--save-state-dir is for the server; the chain keeps the run's state itself")
     if tui:
         _tmux(state_path, num_clients, server_port or 20000, dummy_training_delay_secs, workdir)
     log = make_logger("testnet: ")
-    log(f"starting a server and {num_clients} clients for {state_path} (keys in {workdir})")
+    log(f"starting {'a local chain' if chain else 'a server'} and {num_clients} clients for "
+        f"{state_path} (keys in {workdir})")
 
     async def go():
-        net = Testnet(state_path, num_clients, server_port, dummy_training_delay_secs,
-                      random_kill_num, random_kill_interval, allowed, save_state_dir, workdir, log)
+        kind = Testnet
+        if chain:
+            from .chain_testnet import ChainTestnet as kind
+        net = kind(state_path, num_clients, server_port, dummy_training_delay_secs,
+                   random_kill_num, random_kill_interval, allowed, save_state_dir, workdir, log)
         return await net.run(timeout)
 
     raise SystemExit(asyncio.run(go()))

@@ -1,0 +1,76 @@
+"""psyche-localnet for tests: started on free ports, ready once it prints its ready line, killed
+afterwards. `start_localnet()` is a context manager; conftest.py wraps it as the `localnet`
+fixture."""
+
+import collections
+import contextlib
+import shutil
+import subprocess
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from psyche_client.chain.localnet import LocalnetError, find_binary, parse_ready
+
+START_TIMEOUT = 60.0
+
+
+@dataclass
+class Localnet:
+    rpc_url: str
+    ws_url: str
+    binary: Path
+    program_id: str
+    process: subprocess.Popen = field(repr=False)
+    output: collections.deque = field(repr=False)  # the last lines it printed, for diagnostics
+
+
+def localnet_binary() -> Path:
+    """The built binary; built now if missing (an existing one is used as it is: a build per
+    session could wait on another build's lock). Skips when it cannot be built here."""
+    try:
+        return find_binary(rebuild=False, log=lambda line: None)
+    except LocalnetError as e:
+        if shutil.which("cargo") is None:
+            pytest.skip(str(e))
+        pytest.fail(str(e))
+
+
+@contextlib.contextmanager
+def start_localnet(*extra_args, timeout: float = START_TIMEOUT):
+    """Yields a Localnet on free ports (extra_args: e.g. "--airdrop", "PUBKEY=SOL")."""
+    binary = localnet_binary()
+    proc = subprocess.Popen([str(binary), "--rpc-port", "0", "--ws-port", "0", *extra_args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            errors="replace")
+    output = collections.deque(maxlen=200)
+    ready, found = threading.Event(), []
+
+    def drain():  # keeps reading: the program's msg! lines would otherwise fill the pipe
+        for line in proc.stdout:
+            output.append(line.rstrip("\n"))
+            ready_line = parse_ready(line)
+            if ready_line and not found:
+                found.append(ready_line)
+                ready.set()
+        ready.set()  # exited before (or after) being ready
+
+    reader = threading.Thread(target=drain, name="localnet-output", daemon=True)
+    reader.start()
+    try:
+        if not ready.wait(timeout) or not found:
+            tail = "\n".join(output)
+            pytest.fail(f"psyche-localnet did not become ready within {timeout:.0f} s "
+                        f"(exit code {proc.poll()}):\n{tail}")
+        program_id, rpc_url, ws_url = found[0]
+        yield Localnet(rpc_url, ws_url, binary, program_id, proc, output)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        reader.join(timeout=5)

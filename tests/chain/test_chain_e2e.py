@@ -1,0 +1,130 @@
+"""End to end on the local chain, real processes: psyche-localnet, the run created with the
+CLI, 3 authorized clients (simulated training) that join with join_run, follow the coordinator
+account over PubSub, witness and tick through 2 epochs to the end of the run; an unauthorized
+client is refused; a tick signed by an unrelated keypair advances a run."""
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import tomli_w
+from solders.keypair import Keypair
+
+from psyche_client.chain.keys import load_keypair, save_keypair
+from psyche_client.chain.program import Coordinator
+from tests.integration.harness import FAST_CONFIG, Proc
+
+CLI = [sys.executable, "-u", "-m", "psyche_client.cli.solana_client"]
+pytestmark = pytest.mark.slow
+EXTRA = 8  # waiting_for_members_extra_time of the tick test: room for the CLI calls before it
+
+
+def cli(localnet, *args, keypair=None, check=True):
+    cmd = [*CLI, *args, "--rpc", localnet.rpc_url]
+    if keypair:
+        cmd += ["--keypair", str(keypair)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    if check and done.returncode != 0:
+        raise AssertionError(f"{' '.join(args)} failed ({done.returncode}):\n"
+                             f"{done.stdout}\n{done.stderr}")
+    return done
+
+
+def keypair(tmp_path, name, localnet=None, sol=None):
+    path = tmp_path / f"{name}.json"
+    save_keypair(Keypair(), path)
+    if sol:
+        cli(localnet, "airdrop", "--to", str(load_keypair(path).pubkey()), "--sol", str(sol),
+            keypair=path)
+    return path
+
+
+def show(localnet, run_id):
+    return json.loads(cli(localnet, "show", "--run-id", run_id, "--json").stdout)
+
+
+def client(localnet, tmp_path, key, run_id, name):
+    return Proc(name, [*CLI, "train", "--rpc", localnet.rpc_url, "--ws", localnet.ws_url,
+                       "--keypair", str(key), "--run-id", run_id,
+                       "--peer-dir", str(tmp_path / "peers"),
+                       "--dummy-training-delay-secs", "0.3"])
+
+
+def test_three_clients_train_two_epochs_on_chain(localnet, tmp_path):
+    run_id = "e2e-chain"
+    state = tmp_path / "state.toml"
+    # epoch 8 s, 30 steps: the run spans 3 epochs (~1 s rounds) before it finishes
+    state.write_text(tomli_w.dumps({"run_id": run_id, "run_seed": 11,
+                                    "config": {**FAST_CONFIG, "total_steps": 30}}))
+    owner = keypair(tmp_path, "owner", localnet, sol=100)
+    cli(localnet, "create-run", "--state", str(state), "--permissioned", keypair=owner)
+    assert show(localnet, run_id)["state"]["run_state"] == "WaitingForMembers"
+
+    keys = [keypair(tmp_path, f"client-{n}", localnet, sol=10) for n in range(3)]
+    for key in keys:
+        cli(localnet, "authorize", "--run-id", run_id,
+            "--grantee", str(load_keypair(key).pubkey()), keypair=owner)
+    intruder = keypair(tmp_path, "intruder", localnet, sol=10)
+
+    procs = [client(localnet, tmp_path, k, run_id, f"client-{n}") for n, k in enumerate(keys)]
+    refused = client(localnet, tmp_path, intruder, run_id, "intruder")
+    try:
+        # the unauthorized client's join_run is refused by name and it gives up
+        assert refused.p.wait(timeout=60) == 2, refused.output()
+        assert "NotAuthorized" in refused.output()
+        for p in procs:
+            p.wait_line(r"run finished", timeout=240)
+            assert p.p.wait(timeout=30) == 0, p.output()
+    finally:
+        for p in procs + [refused]:
+            p.stop()
+
+    final = show(localnet, run_id)["state"]
+    assert final["run_state"] == "Finished"
+    intruder_key = str(load_keypair(intruder).pubkey())
+    for p, key in zip(procs, keys):
+        out = "\n".join(p.lines)
+        # each client followed the account (PubSub), joined, witnessed and saw 2+ epochs
+        assert "following coordinator account" in out, out
+        assert "sent join" in out and "sent witness" in out, out
+        for epoch in (0, 1, 2):
+            assert f"RoundTrain epoch {epoch} " in out, out
+    assert intruder_key not in json.dumps(final)
+
+
+def test_a_tick_by_an_unrelated_keypair_advances_the_run(localnet, tmp_path):
+    run_id = "e2e-tick"
+    state = tmp_path / "state.toml"
+    state.write_text(tomli_w.dumps({"run_id": run_id, "run_seed": 3, "config": {
+        **FAST_CONFIG, "min_clients": 1, "init_min_clients": 1, "witness_nodes": 1,
+        "waiting_for_members_extra_time": EXTRA}}))
+    owner = keypair(tmp_path, "owner", localnet, sol=100)
+    cli(localnet, "create-run", "--state", str(state), keypair=owner)
+
+    # one member joins (directly through the program), then nobody but a stranger ticks
+    member = Keypair()
+
+    async def join():
+        c = Coordinator(localnet.rpc_url, member)
+        await c.airdrop(member.pubkey(), 10**9)
+        inst = await c.fetch_instance(run_id)
+        await c.send([c.ix_join(member.pubkey(), c.instance_key(run_id),
+                                inst.coordinator_account, bytes(member.pubkey()))])
+        await c.close()
+    asyncio.run(join())
+    waiting = show(localnet, run_id)["state"]
+    assert waiting["run_state"] == "WaitingForMembers" and len(waiting["pending"]) == 1
+    # past the grace time only a tick moves the run on; the chain's clock has 1 s steps
+    time.sleep(max(0.0, waiting["run_state_start"] + EXTRA + 1.5 - time.time()))
+    assert show(localnet, run_id)["state"]["run_state"] == "WaitingForMembers"
+
+    stranger = keypair(tmp_path, "stranger", localnet, sol=1)
+    cli(localnet, "tick", "--run-id", run_id, keypair=stranger)
+    after = show(localnet, run_id)["state"]
+    assert after["run_state"] == "Warmup", after
+    assert str(load_keypair(stranger).pubkey()) not in json.dumps(after)
