@@ -188,9 +188,12 @@ fn pump(
                     e.kind(),
                     std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                 ) => {}
-            Err(tungstenite::Error::ConnectionClosed) | Err(tungstenite::Error::AlreadyClosed) => {
-                return Ok(())
-            }
+            Err(tungstenite::Error::ConnectionClosed)
+            | Err(tungstenite::Error::AlreadyClosed)
+            // A client that exits without a close frame has simply gone.
+            | Err(tungstenite::Error::Protocol(
+                tungstenite::error::ProtocolError::ResetWithoutClosingHandshake,
+            )) => return Ok(()),
             Err(e) => return Err(e.to_string()),
         }
         while let Ok(msg) = inbox.try_recv() {

@@ -66,6 +66,7 @@ class SolanaBackend:
         self._states = asyncio.Queue(maxsize=1)
         self._latest = None
         self._reader = None
+        self._ws = None
         self._closed = False
         self.fatal = None
 
@@ -92,6 +93,7 @@ class SolanaBackend:
             ws = await connect(self.ws_url, max_size=WS_MAX_MESSAGE)
             await ws.account_subscribe(self.account, commitment=Confirmed, encoding="base64")
             await asyncio.wait_for(ws.recv(), 10)  # the subscription id
+            self._ws = ws
             return ws
         except (OSError, asyncio.TimeoutError, websockets.WebSocketException) as e:
             raise BackendError(f"cannot subscribe at {self.ws_url}: {e}") from None
@@ -212,4 +214,9 @@ class SolanaBackend:
         self._closed = True
         if self._reader is not None:
             self._reader.cancel()
+        if self._ws is not None:
+            try:
+                await self._ws.close()
+            except (OSError, websockets.WebSocketException):
+                pass  # already gone
         await self.coordinator.close()
