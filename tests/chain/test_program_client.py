@@ -1,0 +1,84 @@
+"""Every instruction the Python side builds reaches the program intact: each is sent to the
+local chain and must be accepted, or refused by the *named* error its arguments call for (a
+mis-encoded instruction would fail deserialization instead, Anchor's 102)."""
+
+import asyncio
+
+import pytest
+from solders.keypair import Keypair
+
+from psyche_client.chain.program import ACCOUNT_SPACE, Coordinator, ProgramError
+from psyche_coordinator_core import Checkpoint, CheckpointKind, CoordinatorError, RunConfig
+
+pytestmark = pytest.mark.slow
+CONFIG = RunConfig(warmup_time=5, cooldown_time=5, max_round_train_time=5, round_witness_time=2,
+                   epoch_time=60, total_steps=20, min_clients=1, init_min_clients=2,
+                   waiting_for_members_extra_time=30).validate()
+
+
+async def refused(coro):
+    try:
+        await coro
+    except (CoordinatorError, ProgramError) as e:
+        return getattr(e, "code", None) if isinstance(e, CoordinatorError) else e.name
+    return None
+
+
+def test_every_instruction_round_trips(localnet):
+    async def go():
+        owner, other, account = Keypair(), Keypair(), Keypair()
+        c = Coordinator(localnet.rpc_url, owner)
+        await c.airdrop(owner.pubkey(), 100 * 10**9)
+        await c.airdrop(other.pubkey(), 10**9)
+        run_id = "every-ix"
+        rent = await c.rent_exempt(ACCOUNT_SPACE)
+        await c.send([c.ix_create_account(account.pubkey(), rent),
+                      c.ix_init(run_id, account.pubkey(), owner.pubkey(), owner.pubkey(), False,
+                                CONFIG, 42)], [account])
+        inst, acct, me = c.instance_key(run_id), account.pubkey(), owner.pubkey()
+        state = await c.fetch_state(acct)
+        assert state.run_id == run_id and state.config == CONFIG and state.run_seed == 42
+
+        # owner instructions, with Option args both ways and an enum argument
+        ck = Checkpoint(CheckpointKind.P2P, "peers", "r1")
+        await c.send([c.ix_update(me, inst, acct, CONFIG, ck)])
+        await c.send([c.ix_update(me, inst, acct, None, None)])
+        assert (await c.fetch_state(acct)).checkpoint == ck
+        await c.send([c.ix_set_paused(me, inst, acct, False)])
+        assert await refused(c.send([c.ix_update(me, inst, acct, CONFIG, None)])) == \
+            "UpdateNotHalted"
+
+        # permissioned joining: refused, authorized, joined, revoked
+        o = Coordinator(localnet.rpc_url, other)
+        oi, ok = other.pubkey(), bytes(other.pubkey())
+        assert await refused(o.send([o.ix_join(oi, inst, acct, ok)])) == "NotAuthorized"
+        await c.send([c.ix_authorize(me, inst, oi)])
+        await o.send([o.ix_join(oi, inst, acct, ok, c.authorization_key(inst, oi))])
+        assert (await c.fetch_state(acct)).pending[0].signer == ok
+        await c.send([c.ix_revoke(me, inst, oi, me)])
+        assert await c.get_account_data(c.authorization_key(inst, oi)) is None
+
+        # client instructions from a pending (not yet epoch) client: named refusals
+        assert await refused(o.send([o.ix_warmup_witness(oi, inst, acct, 0)])) == \
+            "InvalidRunState"
+        assert await refused(o.send([o.ix_witness(oi, inst, acct, 0, 1, bytes(356), bytes(356),
+                                                  bytes(32))])) == "InvalidRunState"
+        assert await refused(o.send([o.ix_health_check(oi, inst, acct, 0, [1])])) == \
+            "InvalidRunState"
+            # (checkpoint checks the index first: nobody is at index 0 yet)
+        assert await refused(o.send([o.ix_checkpoint(oi, inst, acct, 0, "repo", "rev")])) == \
+            "InvalidClientIndex"
+        await o.send([o.ix_tick(oi, inst, acct)])  # anyone; nothing due
+        await o.send([o.ix_withdraw(oi, inst, acct)])
+        assert (await c.fetch_state(acct)).pending == []
+
+        # freeing needs a halted run and the main authority
+        assert await refused(c.send([c.ix_free(me, inst, acct, me)])) == "CloseNotHalted"
+        await c.send([c.ix_set_paused(me, inst, acct, True)])
+        assert await refused(o.send([o.ix_free(oi, inst, acct, oi)])) == "NotAuthority"
+        await c.send([c.ix_free(me, inst, acct, me)])
+        assert await c.get_account_data(acct) is None
+        assert await c.fetch_instance(run_id) is None
+        await o.close()
+        await c.close()
+    asyncio.run(go())
