@@ -14,6 +14,7 @@ use solana_signature::Signature;
 use solana_transaction::versioned::VersionedTransaction;
 use solana_transaction_error::TransactionError;
 
+use crate::ledger::Ledger;
 use crate::native;
 
 solana_program_runtime::declare_process_instruction!(CoordinatorBuiltin, 1, |invoke_context| {
@@ -45,6 +46,7 @@ pub struct LocalChain {
     /// Signatures in arrival order with their slot, to forget old records.
     order: VecDeque<(Signature, u64)>,
     transaction_count: u64,
+    ledger: Option<Ledger>,
 }
 
 impl LocalChain {
@@ -76,9 +78,50 @@ impl LocalChain {
             records: HashMap::new(),
             order: VecDeque::new(),
             transaction_count: 0,
+            ledger: None,
         };
         chain.set_clock(unix_timestamp);
         chain
+    }
+
+    /// A chain that keeps its accounts in the ledger in `dir`: what an earlier chain with the
+    /// same directory committed is there again, and the slots go on from its last one.
+    pub fn with_ledger(unix_timestamp: i64, dir: &std::path::Path) -> std::io::Result<Self> {
+        let mut chain = Self::new(unix_timestamp);
+        let (ledger, replayed) = Ledger::open(dir)?;
+        for (key, account) in replayed.accounts {
+            if let Some(account) = account {
+                chain
+                    .svm
+                    .set_account(key, account)
+                    .map_err(|e| std::io::Error::other(format!("ledger account {key}: {e:?}")))?;
+            }
+        }
+        // Blockhashes follow from the genesis one, slot by slot: go past the last one the
+        // earlier chain handed out, so that none of its transactions can be replayed (their
+        // statuses were not kept).
+        for _ in 0..=replayed.slot {
+            chain.svm.expire_blockhash();
+        }
+        chain.slot = replayed.slot + 1;
+        chain.blockhashes = VecDeque::from([(chain.svm.latest_blockhash(), chain.slot)]);
+        chain.set_clock(unix_timestamp);
+        chain.ledger = Some(ledger);
+        Ok(chain)
+    }
+
+    /// Writes the current value of `keys` to the ledger, if there is one. A ledger that
+    /// cannot be written is reported and the chain goes on (a dev chain should not stop).
+    fn persist(&mut self, keys: &[Pubkey]) {
+        let accounts: Vec<_> = keys.iter().map(|k| (*k, self.get_account(k))).collect();
+        if let Some(ledger) = self.ledger.as_mut() {
+            if let Err(e) = ledger.record(self.slot, &accounts) {
+                eprintln!(
+                    "psyche-localnet: ledger: cannot record slot {}: {e}",
+                    self.slot
+                );
+            }
+        }
     }
 
     pub fn slot(&self) -> u64 {
@@ -129,6 +172,7 @@ impl LocalChain {
             self.blockhashes.pop_front();
         }
         self.set_clock(unix_timestamp);
+        self.sync_ledger();
         // Statuses are kept as long as their blockhash could still be used (and a bit more).
         let horizon = self.slot.saturating_sub(2 * BLOCKHASH_WINDOW as u64);
         while let Some((sig, slot)) = self.order.front().copied() {
@@ -137,6 +181,27 @@ impl LocalChain {
             }
             self.order.pop_front();
             self.records.remove(&sig);
+        }
+    }
+
+    /// Once a slot: make the ledger durable, and compact it when it has grown.
+    fn sync_ledger(&mut self) {
+        let Some(ledger) = self.ledger.as_mut() else {
+            return;
+        };
+        let result = if ledger.needs_compaction() {
+            let keys: Vec<Pubkey> = ledger.keys().copied().collect();
+            let accounts: Vec<_> = keys
+                .iter()
+                .map(|k| (*k, self.svm.get_account(k).filter(|a| a.lamports > 0)))
+                .collect();
+            let ledger = self.ledger.as_mut().expect("checked above");
+            ledger.rewrite(self.slot, &accounts)
+        } else {
+            ledger.sync()
+        };
+        if let Err(e) = result {
+            eprintln!("psyche-localnet: ledger: cannot sync: {e}");
         }
     }
 
@@ -193,7 +258,7 @@ impl LocalChain {
         }
         let sig = tx.signatures[0];
         let keys = tx.message.static_account_keys().to_vec();
-        let writable = keys
+        let writable: Vec<Pubkey> = keys
             .iter()
             .enumerate()
             .filter(|(i, _)| tx.message.is_maybe_writable(*i, None))
@@ -203,6 +268,8 @@ impl LocalChain {
         // Errors found before execution (bad signature, unknown account) do not land.
         let landed = self.svm.get_transaction(&sig).is_some();
         if landed {
+            let written: Vec<Pubkey> = writable_keys(&result, &writable);
+            self.persist(&written);
             let (err, meta) = match &result {
                 Ok(meta) => (None, meta),
                 Err(f) => (Some(f.err.clone()), &f.meta),
@@ -229,6 +296,7 @@ impl LocalChain {
         let result = self.svm.airdrop(to, lamports);
         match result {
             Ok(meta) => {
+                self.persist(&[*to]);
                 self.records.insert(
                     meta.signature,
                     TxRecord {
@@ -245,5 +313,17 @@ impl LocalChain {
             }
             Err(f) => Err(f.err),
         }
+    }
+}
+
+/// The accounts a landed transaction may have changed: its writable accounts, or only the fee
+/// payer when it failed (a failed transaction still pays its fee).
+fn writable_keys(
+    result: &Result<TransactionMetadata, FailedTransactionMetadata>,
+    writable: &[Pubkey],
+) -> Vec<Pubkey> {
+    match result {
+        Ok(_) => writable.to_vec(),
+        Err(_) => writable.iter().take(1).copied().collect(),
     }
 }

@@ -10,6 +10,7 @@ pub mod chain;
 mod cpi;
 pub mod ix;
 pub mod json;
+pub mod ledger;
 pub mod native;
 pub mod pubsub;
 pub mod rpc;

@@ -12,8 +12,8 @@ use psyche_localnet::{pubsub, rpc, server, LocalChain};
     name = "psyche-localnet",
     about = "A local Solana chain for Psyche runs: a real Solana runtime (LiteSVM, agave 2.3) with \
              the coordinator program running natively, behind standard JSON-RPC and PubSub. \
-             Slots advance every 400 ms and the Clock follows the wall clock. State lives in \
-             memory: restarting starts a fresh chain.",
+             Slots advance every 400 ms and the Clock follows the wall clock. Without --ledger \
+             the state lives in memory: restarting starts a fresh chain.",
     version
 )]
 struct Args {
@@ -29,6 +29,10 @@ struct Args {
     /// Credit SOL at start: PUBKEY=SOL (repeatable).
     #[arg(long = "airdrop", value_name = "PUBKEY=SOL")]
     airdrops: Vec<String>,
+    /// Keep the chain's accounts in this directory: killed and started again with the same
+    /// directory, the chain resumes with every transaction it acknowledged.
+    #[arg(long, value_name = "DIR")]
+    ledger: Option<std::path::PathBuf>,
     /// HTTP worker threads.
     #[arg(long, default_value_t = 4)]
     rpc_threads: usize,
@@ -67,7 +71,12 @@ fn main() {
     let ws = TcpListener::bind(&ws_addr)
         .unwrap_or_else(|e| fail(format!("cannot listen on {ws_addr}: {e}")));
 
-    let node = server::Node::new(LocalChain::new(server::unix_now()));
+    let chain = match &args.ledger {
+        None => LocalChain::new(server::unix_now()),
+        Some(dir) => LocalChain::with_ledger(server::unix_now(), dir)
+            .unwrap_or_else(|e| fail(format!("--ledger {}: {e}", dir.display()))),
+    };
+    let node = server::Node::new(chain);
     for (key, lamports) in airdrops {
         node.airdrop(&key, lamports)
             .unwrap_or_else(|e| fail(format!("airdrop to {key}: {e}")));
