@@ -46,7 +46,10 @@ _CLIENT_OPTIONS = [
     click.option("--torch-threads", type=click.IntRange(1), default=None,
                  help="CPU threads for torch (default: torch's own choice)."),
     click.option("--data-parallelism", type=click.IntRange(1), default=1, show_default=True,
-                 help="GPUs this client trains on (only 1 is supported so far)."),
+                 help="Devices this client trains on: N model replicas (torch.distributed, "
+                 "rank r on cuda:r; with --device cpu, N cpu processes for testing) split each "
+                 "batch's forward/backward and all-reduce the gradients; the DisTrO step, apply "
+                 "and evaluation run once. Ignored by simulated training."),
     click.option("--metrics-file", type=click.Path(dir_okay=False), default=None,
                  help="Append one JSON object per training step, apply and held-out loss."),
     click.option("--wandb-project", default=None, help="Also log to this wandb project "
@@ -75,13 +78,14 @@ def run_client(run_id, identity, make_backend, where, bind_p2p_port, bind_p2p_ho
     from ..p2p.transport import make_transport
 
     log = make_logger(f"[{identity.public.hex()[:8]}] ")
-    if data_parallelism != 1:
-        fail("--data-parallelism above 1 is not supported yet")
+    problem = check_data_parallelism(data_parallelism, device)
+    if problem:
+        fail(problem)
     wandb_args = dict(project=wandb_project, name=wandb_run, group=wandb_group,
                       entity=wandb_entity)
     make_trainer = trainer_factory(run_id, identity, log, dummy_training_delay_secs,
                                    micro_batch_size, device, torch_threads, metrics_file,
-                                   wandb_args)
+                                   wandb_args, data_parallelism=data_parallelism)
 
     async def go():
         transport = make_transport(p2p_kind, identity, None, log, bind_p2p_host, bind_p2p_port)
@@ -102,10 +106,42 @@ def run_client(run_id, identity, make_backend, where, bind_p2p_port, bind_p2p_ho
     raise SystemExit(code)
 
 
+def default_device(device=None) -> str:
+    import torch
+    return device or ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def check_data_parallelism(data_parallelism, device=None):
+    """Why `--data-parallelism` cannot work with this device, or None. N > 1 needs torch, and
+    N cuda devices from the chosen one on (cuda:i .. cuda:i+N-1), or the cpu (gloo, N processes;
+    meant for testing)."""
+    if not isinstance(data_parallelism, int) or data_parallelism < 1:
+        return f"--data-parallelism must be an integer >= 1, not {data_parallelism!r}"
+    if data_parallelism == 1:
+        return None
+    try:
+        import torch
+    except ImportError:  # simulated training only: it ignores the option
+        return None
+    try:
+        dev = torch.device(default_device(device))
+    except RuntimeError as e:
+        return f"--device {device!r}: {e}"
+    if dev.type == "cuda":
+        base, count = dev.index or 0, torch.cuda.device_count()
+        if base + data_parallelism > count:
+            return (f"--data-parallelism {data_parallelism} on {dev} needs cuda:{base}.."
+                    f"cuda:{base + data_parallelism - 1}, but {count} cuda device(s) are visible")
+    elif dev.type != "cpu":
+        return f"--data-parallelism above 1 needs cuda or cpu devices, not {dev.type}"
+    return None
+
+
 def trainer_factory(run_id, identity, log, dummy_delay, micro_batch_size=8, device=None,
-                    torch_threads=None, metrics_file=None, wandb_args=None):
+                    torch_threads=None, metrics_file=None, wandb_args=None, data_parallelism=1):
     """`make_trainer(spec)` for the client daemon, whatever the backend: simulated training
-    when the run declares no model, else DisTrO on a model built from the spec."""
+    when the run declares no model, else DisTrO on a model built from the spec, on
+    `data_parallelism` devices (simulated training ignores it)."""
     def make_trainer(spec):
         from ..client.dummy_trainer import DummyTrainer
         if spec is None or spec.get("data", {}).get("kind") == "dummy":
@@ -117,8 +153,8 @@ def trainer_factory(run_id, identity, log, dummy_delay, micro_batch_size=8, devi
         from ..training.trainer import DistroTrainer, Metrics
         if torch_threads:
             torch.set_num_threads(torch_threads)
-        dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
         return DistroTrainer(RunSpec.from_dict(spec), run_id, identity, log=log,
-                             metrics=Metrics(metrics_file, wandb_args or {}, log), device=dev,
-                             micro_batch_size=micro_batch_size)
+                             metrics=Metrics(metrics_file, wandb_args or {}, log),
+                             device=default_device(device), micro_batch_size=micro_batch_size,
+                             data_parallelism=data_parallelism)
     return make_trainer

@@ -156,3 +156,6 @@ class ClientDaemon:
             await self.backend.close()
             await self.transport.close()
             self._worker.shutdown(wait=False, cancel_futures=True)
+            close = getattr(self.trainer, "close", None)
+            if close is not None:  # a data-parallel trainer stops its worker processes
+                close()

@@ -5,7 +5,10 @@ The daemon calls these from one worker thread, in the order the state machine as
   apply(step, results)             apply the consensus results of a round (everyone the same set)
   train(step, batch, state) ->     train on the batch, return the compressed update as a payload
   evaluate(epoch, step)            held-out loss, once per epoch
-so a round's apply always comes before the next training that must see it."""
+so a round's apply always comes before the next training that must see it.
+
+With data_parallelism N > 1 the trainer is rank 0 of a DataParallelGroup (parallel.py): the
+batch's forward/backward is split over N replicas, everything else stays here; close() stops it."""
 
 import json
 import math
@@ -22,6 +25,7 @@ from ..data.tcp import TcpDataProvider
 from .distro import DistroOptimizer
 from .errors import ModelUnavailable
 from .model import build_model, parameter_count, parameter_hash
+from .parallel import DataParallelGroup, forward_backward
 from .payload import encode_payload, peer_result_from_training_result
 
 
@@ -68,11 +72,14 @@ class Metrics:
 
 class DistroTrainer:
     def __init__(self, spec, run_id: str, identity, log=print, metrics=None, device="cpu",
-                 micro_batch_size=8):
+                 micro_batch_size=8, data_parallelism=1):
+        if int(data_parallelism) < 1:
+            raise ValueError(f"data_parallelism must be >= 1, not {data_parallelism}")
         self.spec, self.run_id, self.identity = spec, run_id, identity
         self.log, self.metrics = log, metrics or Metrics()
         self.device, self.micro_batch_size = torch.device(device), micro_batch_size
-        self.model = self.optimizer = self.provider = self.heldout = None
+        self.data_parallelism = int(data_parallelism)
+        self.model = self.optimizer = self.provider = self.heldout = self.group = None
         self.last_loss = None
 
     # ---------------------------------------------------------------- setup
@@ -88,7 +95,19 @@ class DistroTrainer:
                 "fetch yet (peer-to-peer and Hub checkpoints are not implemented)")
         seq_len = self.spec.model.max_seq_len
         # every client draws the same initial weights from the run's seed
-        self.model = build_model(self.spec.model, state.run_seed, self.device)
+        model = build_model(self.spec.model, state.run_seed, self.device)
+        if self.data_parallelism > 1:
+            # the replicas draw the same weights; the broadcast makes sure of it (checked below)
+            group = DataParallelGroup(self.spec.model, state.run_seed, self.data_parallelism,
+                                      self.device, self.micro_batch_size, log=self.log)
+            try:
+                group.sync_params(model)
+                self._check_replicas(group, parameter_hash(model))
+            except BaseException:
+                group.close()
+                raise
+            self.group = group
+        self.model = model
         o = self.spec.optimizer
         self.optimizer = DistroOptimizer(self.model.parameters(), lr=o.lr,
                                          momentum_decay=o.momentum_decay,
@@ -108,11 +127,11 @@ class DistroTrainer:
             self.provider.get_samples(batch.start, batch.end))).to(self.device)
         self.model.train()
         self.model.zero_grad(set_to_none=True)
-        total, n = 0.0, len(tokens)
-        for micro in torch.split(tokens, self.micro_batch_size):
-            loss = self.model(input_ids=micro, labels=micro).loss
-            (loss * (len(micro) / n)).backward()  # gradient accumulation over micro-batches
-            total += loss.item() * len(micro)
+        n = len(tokens)
+        if self.group is not None:  # every rank a share; rank 0's p.grad holds the sum after
+            total = self.group.train(self.model, tokens)
+        else:
+            total = forward_backward(self.model, tokens, n, self.micro_batch_size)
         self.last_loss = total / n
         sparse = self.optimizer.compress_step(self.spec.optimizer.lr_at(step))
         payload = encode_payload(sparse, rice=self.spec.optimizer.rice)
@@ -128,10 +147,33 @@ class DistroTrainer:
         peers = [peer_result_from_training_result(r, layout=self.optimizer.layout())
                  for r in results]
         self.optimizer.apply_results(peers, self.spec.optimizer.lr_at(step))
-        digest = parameter_hash(self.model)
+        if self.group is not None:
+            self.group.sync_params(self.model)
+            digest = self._check_replicas(self.group)
+        else:
+            digest = parameter_hash(self.model)
         self.metrics.write(event="apply", step=step, results=len(peers), params=digest,
                            compute_s=round(time.time() - started, 4))
-        self.log(f"applied step {step}: {len(peers)} results, params {digest[:16]}")
+        replicas = f" on {self.data_parallelism} replicas" if self.group is not None else ""
+        self.log(f"applied step {step}: {len(peers)} results, params {digest[:16]}{replicas}")
+
+    def _check_replicas(self, group, digest=None) -> str:
+        """Rank 0's parameter hash, after checking every replica has the same (the workers hash
+        while rank 0 does)."""
+        group.request_hashes()
+        digest = digest or parameter_hash(self.model)
+        hashes = group.collect_hashes()
+        bad = [r for r, h in enumerate(hashes, start=1) if h != digest]
+        if bad:
+            raise RuntimeError(f"data-parallel replicas {bad} differ from rank 0 "
+                               f"(params {digest[:16]} vs {hashes[bad[0] - 1][:16]})")
+        return digest
+
+    def close(self) -> None:
+        """Stop the data-parallel workers, if any (they also exit when this process does)."""
+        if self.group is not None:
+            self.group.close()
+            self.group = None
 
     @torch.no_grad()
     def evaluate(self, epoch: int, step: int):
