@@ -9,11 +9,11 @@ use anchor_lang::solana_program::{
     account_info::AccountInfo, entrypoint::ProgramResult, instruction::Instruction,
     program_error::ProgramError, pubkey::Pubkey,
 };
-use solana_program_runtime::{invoke_context::InvokeContext, stable_log};
+use solana_program_runtime::invoke_context::InvokeContext;
 use solana_stable_layout::stable_instruction::StableInstruction;
 use solana_timings::ExecuteTimings;
 
-use crate::native::to_program_error;
+use crate::native::cpi_failed;
 
 pub fn invoke_signed(
     ic: &mut InvokeContext,
@@ -22,19 +22,11 @@ pub fn invoke_signed(
     signers_seeds: &[&[&[u8]]],
 ) -> ProgramResult {
     let instruction = StableInstruction::from(instruction.clone());
-    let log_collector = ic.get_log_collector();
     let caller = {
         let tx = &ic.transaction_context;
-        let ix = tx
-            .get_current_instruction_context()
-            .map_err(to_program_error)?;
-        *ix.get_last_program_key(tx).map_err(to_program_error)?
+        let ix = tx.get_current_instruction_context().map_err(cpi_failed)?;
+        *ix.get_last_program_key(tx).map_err(cpi_failed)?
     };
-    stable_log::program_invoke(
-        &log_collector,
-        &instruction.program_id,
-        ic.get_stack_height(),
-    );
 
     let mut signers = Vec::with_capacity(signers_seeds.len());
     for seeds in signers_seeds {
@@ -46,19 +38,17 @@ pub fn invoke_signed(
     }
     let (accounts, program_indices) = ic
         .prepare_instruction(&instruction, &signers)
-        .map_err(to_program_error)?;
+        .map_err(cpi_failed)?;
 
     // The caller's AccountInfos may hold changes the transaction has not seen yet.
     let mut writable = Vec::with_capacity(accounts.len());
     {
         let tx = &ic.transaction_context;
-        let ix = tx
-            .get_current_instruction_context()
-            .map_err(to_program_error)?;
+        let ix = tx.get_current_instruction_context().map_err(cpi_failed)?;
         for meta in &accounts {
             let key = tx
                 .get_key_of_account_at_index(meta.index_in_transaction)
-                .map_err(to_program_error)?;
+                .map_err(cpi_failed)?;
             let pos = account_infos
                 .iter()
                 .position(|a| a.key == key)
@@ -66,20 +56,17 @@ pub fn invoke_signed(
             let info = &account_infos[pos];
             let mut acc = ix
                 .try_borrow_instruction_account(tx, meta.index_in_caller)
-                .map_err(to_program_error)?;
+                .map_err(cpi_failed)?;
             if acc.get_lamports() != info.lamports() {
-                acc.set_lamports(info.lamports())
-                    .map_err(to_program_error)?;
+                acc.set_lamports(info.lamports()).map_err(cpi_failed)?;
             }
             let data = info.try_borrow_data()?;
             if acc.get_data() != &data[..] {
-                acc.can_data_be_resized(data.len())
-                    .map_err(to_program_error)?;
-                acc.set_data_from_slice(&data).map_err(to_program_error)?;
+                acc.can_data_be_resized(data.len()).map_err(cpi_failed)?;
+                acc.set_data_from_slice(&data).map_err(cpi_failed)?;
             }
             if acc.get_owner() != info.owner {
-                acc.set_owner(info.owner.as_ref())
-                    .map_err(to_program_error)?;
+                acc.set_owner(info.owner.as_ref()).map_err(cpi_failed)?;
             }
             if meta.is_writable {
                 writable.push((meta.index_in_caller, pos));
@@ -95,16 +82,14 @@ pub fn invoke_signed(
         &mut units,
         &mut ExecuteTimings::default(),
     )
-    .map_err(to_program_error)?;
+    .map_err(cpi_failed)?;
 
     let tx = &ic.transaction_context;
-    let ix = tx
-        .get_current_instruction_context()
-        .map_err(to_program_error)?;
+    let ix = tx.get_current_instruction_context().map_err(cpi_failed)?;
     for (index_in_caller, pos) in writable {
         let acc = ix
             .try_borrow_instruction_account(tx, index_in_caller)
-            .map_err(to_program_error)?;
+            .map_err(cpi_failed)?;
         let info = &account_infos[pos];
         **info.try_borrow_mut_lamports()? = acc.get_lamports();
         if info.owner != acc.get_owner() {
@@ -118,6 +103,6 @@ pub fn invoke_signed(
         }
         info.try_borrow_mut_data()?.copy_from_slice(new);
     }
-    stable_log::program_success(&log_collector, &instruction.program_id);
+    // (the runtime logs the callee's "invoke [2]" and its outcome itself)
     Ok(())
 }

@@ -11,7 +11,7 @@
 //! data, logs): [`HostStubs`] forwards those calls to the current `InvokeContext`, kept in a
 //! thread-local for the duration of the instruction.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Once};
 
@@ -24,9 +24,7 @@ use anchor_lang::solana_program::{
     pubkey::Pubkey,
 };
 use solana_instruction::error::{InstructionError, UNSUPPORTED_SYSVAR};
-use solana_program_runtime::{
-    invoke_context::InvokeContext, serialization::serialize_parameters, stable_log,
-};
+use solana_program_runtime::{invoke_context::InvokeContext, serialization::serialize_parameters};
 
 /// The program's entry point, as Anchor generates it.
 pub type Entry = for<'info> fn(&Pubkey, &'info [AccountInfo<'info>], &[u8]) -> ProgramResult;
@@ -35,6 +33,17 @@ thread_local! {
     /// The `InvokeContext` of the instruction running on this thread (a raw pointer: the stubs
     /// are called from inside `entry`, which has no way to pass it along).
     static INVOKE_CONTEXT: Cell<usize> = const { Cell::new(0) };
+    /// The runtime's error of a failed CPI (see `cpi_failed`).
+    static CPI_FAILURE: RefCell<Option<InstructionError>> = const { RefCell::new(None) };
+}
+
+/// On SBF a failed CPI ends the calling instruction with the callee's error. Natively the
+/// error comes back to the program as a `ProgramError`, which cannot name every runtime error
+/// (`PrivilegeEscalation`, ...): it is kept here, and `run_entry` fails with it instead of
+/// whatever the program makes of it.
+pub(crate) fn cpi_failed(e: InstructionError) -> ProgramError {
+    CPI_FAILURE.with(|c| *c.borrow_mut() = Some(e.clone()));
+    to_program_error(e)
 }
 
 fn set_invoke_context(ic: &mut InvokeContext) {
@@ -61,7 +70,6 @@ pub fn install_stubs() {
 /// Runs `entry` for the current instruction of `ic`.
 pub fn run_entry(ic: &mut InvokeContext, entry: Entry) -> Result<(), InstructionError> {
     set_invoke_context(ic);
-    let log_collector = ic.get_log_collector();
     let tx = &ic.transaction_context;
     let ix = tx.get_current_instruction_context()?;
     let program_id = *ix.get_last_program_key(tx)?;
@@ -71,18 +79,18 @@ pub fn run_entry(ic: &mut InvokeContext, entry: Entry) -> Result<(), Instruction
 
     // SAFETY: the buffer is in the loader's format and outlives every AccountInfo below.
     let (_, infos, data) = unsafe { deserialize(buffer.as_slice_mut().as_mut_ptr()) };
+    CPI_FAILURE.with(|c| c.borrow_mut().take());
     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| entry(&program_id, &infos, data)));
-    let result = match outcome {
-        Ok(Ok(())) => Ok(()),
+    if let Some(e) = CPI_FAILURE.with(|c| c.borrow_mut().take()) {
+        return Err(e);
+    }
+    // The runtime logs the failure itself ("Program … failed: …").
+    match outcome {
+        Ok(Ok(())) => write_back(ic, &infos),
         Ok(Err(e)) => Err(InstructionError::from(u64::from(e))),
         // A panic aborts an SBF program; the runtime reports the same error.
         Err(_) => Err(InstructionError::ProgramFailedToComplete),
-    };
-    if let Err(e) = &result {
-        stable_log::program_failure(&log_collector, &program_id, e);
-        return result;
     }
-    write_back(ic, &infos)
 }
 
 /// Copies lamports, data and owner of the writable accounts back into the transaction; fails
