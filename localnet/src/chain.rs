@@ -21,6 +21,26 @@ solana_program_runtime::declare_process_instruction!(CoordinatorBuiltin, 1, |inv
     native::run_entry(invoke_context, psyche_coordinator::entry)
 });
 
+/// Registers `builtin` as the coordinator program (`CoordinatorBuiltin::vm`, or a test's
+/// instrumented variant).
+pub fn register_program(
+    svm: &mut LiteSVM,
+    builtin: solana_program_runtime::invoke_context::BuiltinFunctionWithContext,
+) {
+    svm.add_builtin(psyche_coordinator::ID, builtin);
+    // litesvm <= 0.11 makes a builtin's account owned by the BPF loader, which then cannot
+    // run it; owned by the native loader the runtime dispatches to the builtin.
+    let account = Account {
+        lamports: 1,
+        data: vec![0],
+        owner: solana_sdk_ids::native_loader::ID,
+        executable: true,
+        rent_epoch: 0,
+    };
+    svm.set_account(psyche_coordinator::ID, account)
+        .expect("registering the coordinator program");
+}
+
 /// How many recent blockhashes stay valid (a validator's 150 slots, ~1 minute at 400 ms).
 pub const BLOCKHASH_WINDOW: usize = 150;
 /// Slots in an epoch (mainnet's).
@@ -55,20 +75,7 @@ impl LocalChain {
         native::install_stubs();
         // Our own window of valid blockhashes replaces LiteSVM's latest-only check.
         let mut svm = LiteSVM::new().with_blockhash_check(false);
-        svm.add_builtin(psyche_coordinator::ID, CoordinatorBuiltin::vm);
-        // litesvm <= 0.11 makes a builtin's account owned by the BPF loader, which then cannot
-        // run it; owned by the native loader the runtime dispatches to the builtin.
-        svm.set_account(
-            psyche_coordinator::ID,
-            Account {
-                lamports: 1,
-                data: vec![0],
-                owner: solana_sdk_ids::native_loader::ID,
-                executable: true,
-                rent_epoch: 0,
-            },
-        )
-        .expect("registering the coordinator program");
+        register_program(&mut svm, CoordinatorBuiltin::vm);
         let genesis = svm.latest_blockhash();
         let mut chain = Self {
             svm,

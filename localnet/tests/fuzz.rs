@@ -116,21 +116,7 @@ impl Rng {
 
 // ------------------------------------------------------------------------------ instructions
 
-const KINDS: [&str; 13] = [
-    "init_coordinator",
-    "update",
-    "set_paused",
-    "join_run",
-    "tick",
-    "witness",
-    "warmup_witness",
-    "health_check",
-    "checkpoint",
-    "withdraw",
-    "free_coordinator",
-    "authorize_joiner",
-    "revoke_joiner",
-];
+const KINDS: [&str; 13] = INSTRUCTIONS;
 const INIT: usize = 0;
 const FREE: usize = 10;
 

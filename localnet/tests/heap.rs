@@ -364,21 +364,7 @@ fn heap_per_instruction_fits_the_sbf_heap() {
         );
     }
     // every instruction of the program was measured
-    for kind in [
-        "init_coordinator",
-        "update",
-        "set_paused",
-        "join_run",
-        "tick",
-        "witness",
-        "warmup_witness",
-        "health_check",
-        "checkpoint",
-        "withdraw",
-        "free_coordinator",
-        "authorize_joiner",
-        "revoke_joiner",
-    ] {
+    for kind in INSTRUCTIONS {
         assert!(
             m.rows.keys().any(|k| k.split(' ').next() == Some(kind)),
             "{kind} not measured"

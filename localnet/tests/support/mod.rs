@@ -32,6 +32,23 @@ use solana_transaction::Transaction;
 use solana_transaction_error::TransactionError;
 
 pub const T0: i64 = 1_700_000_000;
+
+/// Every instruction of the program, in the IDL's order of the handlers.
+pub const INSTRUCTIONS: [&str; 13] = [
+    "init_coordinator",
+    "update",
+    "set_paused",
+    "join_run",
+    "tick",
+    "witness",
+    "warmup_witness",
+    "health_check",
+    "checkpoint",
+    "withdraw",
+    "free_coordinator",
+    "authorize_joiner",
+    "revoke_joiner",
+];
 pub const SOL: u64 = 1_000_000_000;
 
 // ------------------------------------------------------------------------------ errors

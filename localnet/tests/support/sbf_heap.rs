@@ -34,7 +34,6 @@ use anchor_lang::solana_program::account_info::AccountInfo;
 use anchor_lang::solana_program::entrypoint::ProgramResult;
 use anchor_lang::solana_program::program_stubs::{self, SyscallStubs};
 use psyche_localnet::ix::PROGRAM_ID;
-use solana_account::Account;
 use solana_instruction::Instruction;
 use solana_pubkey::Pubkey;
 
@@ -360,21 +359,7 @@ pub fn install(env: &mut Env) {
         let host = program_stubs::set_syscall_stubs(Box::new(Placeholder));
         program_stubs::set_syscall_stubs(Box::new(Uncounted(host)));
     });
-    env.chain.svm.add_builtin(PROGRAM_ID, CountingBuiltin::vm);
-    // as `LocalChain::new` does: a builtin's account owned by the native loader
-    env.chain
-        .svm
-        .set_account(
-            PROGRAM_ID,
-            Account {
-                lamports: 1,
-                data: vec![0],
-                owner: solana_sdk_ids::native_loader::ID,
-                executable: true,
-                rent_epoch: 0,
-            },
-        )
-        .unwrap();
+    psyche_localnet::chain::register_program(&mut env.chain.svm, CountingBuiltin::vm);
 }
 
 /// What natively `find_program_address(seeds)` allocates (host-only: a syscall on SBF).
