@@ -2,10 +2,9 @@
 //! (default 127.0.0.1:8899) and PubSub (default 127.0.0.1:8900).
 
 use std::net::TcpListener;
-use std::sync::Arc;
 
 use clap::Parser;
-use psyche_localnet::{pubsub, rpc, server, LocalChain};
+use psyche_localnet::{http, pubsub, server, LocalChain};
 
 #[derive(Parser)]
 #[command(
@@ -33,9 +32,6 @@ struct Args {
     /// directory, the chain resumes with every transaction it acknowledged.
     #[arg(long, value_name = "DIR")]
     ledger: Option<std::path::PathBuf>,
-    /// HTTP worker threads.
-    #[arg(long, default_value_t = 4)]
-    rpc_threads: usize,
 }
 
 fn parse_airdrop(spec: &str) -> Result<(solana_pubkey::Pubkey, u64), String> {
@@ -65,7 +61,7 @@ fn main() {
         args.rpc_port + 1
     });
     let rpc_addr = format!("{}:{}", args.bind_address, args.rpc_port);
-    let http = tiny_http::Server::http(&rpc_addr)
+    let http = TcpListener::bind(&rpc_addr)
         .unwrap_or_else(|e| fail(format!("cannot listen on {rpc_addr}: {e}")));
     let ws_addr = format!("{}:{}", args.bind_address, ws_port);
     let ws = TcpListener::bind(&ws_addr)
@@ -81,11 +77,7 @@ fn main() {
         node.airdrop(&key, lamports)
             .unwrap_or_else(|e| fail(format!("airdrop to {key}: {e}")));
     }
-    let rpc_port = http
-        .server_addr()
-        .to_ip()
-        .map(|a| a.port())
-        .unwrap_or(args.rpc_port);
+    let rpc_port = http.local_addr().map(|a| a.port()).unwrap_or(args.rpc_port);
     let ws_port = ws.local_addr().map(|a| a.port()).unwrap_or(ws_port);
     // One line a script can wait for and parse.
     println!(
@@ -100,5 +92,5 @@ fn main() {
     std::thread::spawn(move || clock.run_slot_clock());
     let pubsub_node = node.clone();
     std::thread::spawn(move || pubsub::serve(ws, pubsub_node));
-    rpc::serve(Arc::new(http), node, args.rpc_threads.max(1));
+    http::serve(http, node);
 }

@@ -1,7 +1,6 @@
-//! Solana JSON-RPC over HTTP: the methods a client of the coordinator uses (solana-py,
-//! anchorpy, the Solana CLI's basics). Batches are supported; unknown methods answer -32601.
-
-use std::sync::Arc;
+//! Solana JSON-RPC: the methods a client of the coordinator uses (solana-py, anchorpy, the
+//! Solana CLI's basics). Batches are supported; unknown methods answer -32601. `http.rs`
+//! carries the requests.
 
 use serde_json::{json, Value};
 use solana_signature::Signature;
@@ -9,8 +8,6 @@ use solana_signature::Signature;
 use crate::json::{self, Encoding};
 use crate::server::{Node, Sent};
 
-/// Largest request body accepted (a batch of transactions).
-const MAX_BODY: usize = 4 << 20;
 /// Largest single airdrop (like a test validator's faucet cap).
 const MAX_AIRDROP: u64 = 1_000_000 * 1_000_000_000;
 
@@ -33,41 +30,6 @@ fn invalid(message: impl Into<String>) -> RpcError {
 }
 
 type RpcResult = Result<Value, RpcError>;
-
-/// Serves HTTP until the process ends (`workers` threads share the listener).
-pub fn serve(server: Arc<tiny_http::Server>, node: Arc<Node>, workers: usize) {
-    let mut handles = Vec::new();
-    for _ in 0..workers {
-        let (server, node) = (server.clone(), node.clone());
-        handles.push(std::thread::spawn(move || {
-            while let Ok(mut request) = server.recv() {
-                let reply = http(&node, &mut request);
-                let header =
-                    tiny_http::Header::from_bytes("Content-Type", "application/json").unwrap();
-                let _ =
-                    request.respond(tiny_http::Response::from_string(reply).with_header(header));
-            }
-        }));
-    }
-    for h in handles {
-        let _ = h.join();
-    }
-}
-
-fn http(node: &Node, request: &mut tiny_http::Request) -> String {
-    if request.method() == &tiny_http::Method::Get {
-        // `GET /health`, as validators answer it.
-        return "ok".into();
-    }
-    if request.body_length().unwrap_or(0) > MAX_BODY {
-        return error_reply(Value::Null, -32600, "request too large");
-    }
-    let mut body = String::new();
-    if std::io::Read::read_to_string(request.as_reader(), &mut body).is_err() {
-        return error_reply(Value::Null, -32700, "Parse error: body is not UTF-8");
-    }
-    handle_body(node, &body)
-}
 
 pub fn handle_body(node: &Node, body: &str) -> String {
     match serde_json::from_str::<Value>(body) {
