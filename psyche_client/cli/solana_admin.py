@@ -35,8 +35,6 @@ HINTS = {
     "RunFinished": "the run has finished; it can only be closed",
     "InvalidCheckpoint": "Hub and P2P need --repo; repo and revision are <= 64 bytes",
     "AlreadyProcessed": "an identical transaction was just processed; retry in a second",
-    # A system-program failure inside our instruction (init of a PDA) comes back as Custom0.
-    "Custom0": "an account it creates already exists (is the run id taken?)",
 }
 for _name in ("AccountNotFound", "InsufficientFundsForFee", "InsufficientFundsForRent",
               "ResultWithNegativeLamports"):
