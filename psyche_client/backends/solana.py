@@ -156,13 +156,13 @@ class SolanaBackend:
             raise self.fatal
         return state
 
-    def _instruction(self, op: str, args: dict):
+    def _instruction(self, op: str, args: dict, authorization=None):
         c, me = self.coordinator, self.keypair.pubkey()
         where = (me, self.instance_key, self.account)
         if op == "tick":
             return c.ix_tick(*where)
         if op == "join":
-            return c.ix_join(*where, args["p2p_identity"], self._authorization)
+            return c.ix_join(*where, args["p2p_identity"], authorization)
         if op == "withdraw":
             return c.ix_withdraw(*where)
         if op == "warmup_witness":
@@ -188,8 +188,8 @@ class SolanaBackend:
         if signer is not None and bytes(signer) != bytes(self.keypair.pubkey()):
             raise BackendError(f"{op}: signer is not this client's keypair")
         try:
-            self._authorization = await self._find_authorization() if op == "join" else None
-            await self.coordinator.send([self._instruction(op, args)],
+            authorization = await self._find_authorization() if op == "join" else None
+            await self.coordinator.send([self._instruction(op, args, authorization)],
                                         compute_units=HEAVY_COMPUTE)
         except CoordinatorError:
             raise
