@@ -31,7 +31,6 @@ import asyncio
 import base64
 import gc
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -51,10 +50,10 @@ from solders.signature import Signature  # noqa: E402
 from solders.system_program import TransferParams, transfer  # noqa: E402
 from solders.transaction import Transaction  # noqa: E402
 
+from psyche_client.chain.localnet import LocalnetError, find_binary, parse_ready  # noqa: E402
 from psyche_client.chain.program import ACCOUNT_SPACE, Coordinator, ProgramError  # noqa: E402
 from psyche_coordinator_core import RoundCommittee, RunConfig, RunState, bloom_of  # noqa: E402
 
-READY = re.compile(r"psyche-localnet: ready: program (\S+) rpc (\S+) pubsub (\S+)")
 CLIENTS = 256
 SEND = TxOpts(skip_preflight=True, skip_confirmation=True)
 CONFIG = RunConfig(
@@ -72,13 +71,10 @@ def log(msg):
 def binary(path: str = None) -> Path:
     if path:
         return Path(path)
-    target = Path(os.environ.get("CARGO_TARGET_DIR") or Path.home() / ".cache/psyche/cargo-target")
-    found = target / "release" / "psyche-localnet"
-    if not found.exists():
-        log(f"building {found} (cargo build --release -p psyche-localnet)")
-        subprocess.run(["cargo", "build", "--release", "-p", "psyche-localnet"], cwd=REPO,
-                       env={**os.environ, "CARGO_TARGET_DIR": str(target)}, check=True)
-    return found
+    try:
+        return find_binary(rebuild=False, log=log, profile="release")
+    except LocalnetError as e:
+        sys.exit(f"chain_tps: {e}")
 
 
 def start(path: Path, funded):
@@ -92,9 +88,9 @@ def start(path: Path, funded):
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and proc.poll() is None:
         out.seek(0)
-        m = READY.search(out.read(4096))
-        if m:
-            return proc, m.group(2)
+        ready = parse_ready(out.read(4096))
+        if ready:
+            return proc, ready[1]
         time.sleep(0.05)
     proc.kill()
     out.seek(0)

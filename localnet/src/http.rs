@@ -40,7 +40,11 @@ fn read_head(reader: &mut BufReader<TcpStream>) -> std::io::Result<Option<Result
     loop {
         let before = raw.len();
         if reader.read_until(b'\n', &mut raw)? == 0 {
-            return Ok(if raw.is_empty() { None } else { Some(Err("truncated request".into())) });
+            return Ok(if raw.is_empty() {
+                None
+            } else {
+                Some(Err("truncated request".into()))
+            });
         }
         if raw[before..] == *b"\r\n" || raw[before..] == *b"\n" {
             if before == 0 {
@@ -58,7 +62,11 @@ fn read_head(reader: &mut BufReader<TcpStream>) -> std::io::Result<Option<Result
     if !matches!(req.parse(&raw), Ok(httparse::Status::Complete(_))) {
         return Ok(Some(Err("malformed request".into())));
     }
-    let mut head = Head { get: req.method == Some("GET"), length: 0, close: req.version == Some(0) };
+    let mut head = Head {
+        get: req.method == Some("GET"),
+        length: 0,
+        close: req.version == Some(0),
+    };
     for h in req.headers.iter() {
         let value = String::from_utf8_lossy(h.value);
         if h.name.eq_ignore_ascii_case("content-length") {
@@ -69,7 +77,9 @@ fn read_head(reader: &mut BufReader<TcpStream>) -> std::io::Result<Option<Result
         } else if h.name.eq_ignore_ascii_case("connection") {
             head.close = value.eq_ignore_ascii_case("close");
         } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
-            return Ok(Some(Err("chunked bodies are not supported: send Content-Length".into())));
+            return Ok(Some(Err(
+                "chunked bodies are not supported: send Content-Length".into(),
+            )));
         }
     }
     Ok(Some(Ok(head)))
@@ -112,7 +122,11 @@ fn connection(stream: TcpStream, node: &Node) -> std::io::Result<()> {
         } else {
             match String::from_utf8(body) {
                 Ok(text) => rpc::handle_body(node, &text),
-                Err(_) => rpc::error_reply(serde_json::Value::Null, -32700, "Parse error: body is not UTF-8"),
+                Err(_) => rpc::error_reply(
+                    serde_json::Value::Null,
+                    -32700,
+                    "Parse error: body is not UTF-8",
+                ),
             }
         };
         respond(&mut writer, "200 OK", &reply, head.close)?;

@@ -251,17 +251,8 @@ impl Fuzz {
             .unwrap();
         let blank = env.new_keypair();
         let junk = env.new_keypair();
-        for (k, space) in [(&blank, CoordinatorAccount::SPACE), (&junk, 100)] {
-            let lamports = env.chain.svm.minimum_balance_for_rent_exemption(space);
-            let ix = solana_system_interface::instruction::create_account(
-                &env.payer.pubkey(),
-                &k.pubkey(),
-                lamports,
-                space as u64,
-                &PROGRAM_ID,
-            );
-            env.ok(&[k], &[ix]);
-        }
+        env.preallocate(&blank, CoordinatorAccount::SPACE, &PROGRAM_ID);
+        env.preallocate(&junk, 100, &PROGRAM_ID);
         let mut fuzz = Fuzz {
             rng: Rng(seed),
             seed,

@@ -29,15 +29,7 @@ fn unsigned(mut ix: Instruction, i: usize) -> Instruction {
 /// Allocates a program-owned account of `space` bytes (all zero) in its own transaction.
 fn preallocate(env: &mut Env, space: usize, owner: &Pubkey) -> Keypair {
     let k = Keypair::new();
-    let lamports = env.chain.svm.minimum_balance_for_rent_exemption(space);
-    let ix = solana_system_interface::instruction::create_account(
-        &env.payer.pubkey(),
-        &k.pubkey(),
-        lamports,
-        space as u64,
-        owner,
-    );
-    env.ok(&[&k], &[ix]);
+    env.preallocate(&k, space, owner);
     k
 }
 

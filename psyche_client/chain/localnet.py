@@ -18,13 +18,14 @@ def target_dir() -> Path:
     return Path(os.environ.get("CARGO_TARGET_DIR", Path.home() / ".cache/psyche/cargo-target"))
 
 
-def find_binary(rebuild: bool = True, log=print) -> Path:
-    """$PSYCHE_LOCALNET, else the workspace's debug build. With `rebuild`, cargo runs first
+def find_binary(rebuild: bool = True, log=print, profile: str = "debug") -> Path:
+    """$PSYCHE_LOCALNET, else the workspace's build (`profile`: debug, the one the tests and
+    scripts use, or release, for benchmarks). With `rebuild`, cargo runs first
     (quick when nothing changed; a stale binary is rebuilt); without it an existing binary is
     used as it is, and only a missing one is built."""
     if os.environ.get("PSYCHE_LOCALNET"):
         return Path(os.environ["PSYCHE_LOCALNET"])
-    binary = target_dir() / "debug" / "psyche-localnet"
+    binary = target_dir() / profile / "psyche-localnet"
     if binary.exists() and not rebuild:
         return binary
     if not (REPO / "localnet" / "Cargo.toml").exists() or shutil.which("cargo") is None:
@@ -34,7 +35,8 @@ def find_binary(rebuild: bool = True, log=print) -> Path:
                             "(install Rust, or set PSYCHE_LOCALNET to the binary)")
     if not binary.exists():
         log("building psyche-localnet (the first time takes a few minutes)")
-    done = subprocess.run(["cargo", "build", "-q", "-p", "psyche-localnet"], cwd=REPO,
+    release = ["--release"] if profile == "release" else []
+    done = subprocess.run(["cargo", "build", "-q", *release, "-p", "psyche-localnet"], cwd=REPO,
                           env={**os.environ, "CARGO_TARGET_DIR": str(target_dir())})
     if done.returncode != 0 or not binary.exists():
         raise LocalnetError("cargo build -p psyche-localnet failed")

@@ -247,9 +247,7 @@ class Coordinator:
             if isinstance(info, SendTransactionPreflightFailureMessage):
                 raise self._refusal(info.data.err, ixs) from None
             raise ProgramError(str(info), None) from None
-        except (OSError, asyncio.TimeoutError, Exception) as e:
-            if isinstance(e, (CoordinatorError, ProgramError)):
-                raise
+        except Exception as e:  # httpx and solana-py raise many kinds; all mean "unreachable"
             cause = e.__cause__ or e.__context__
             raise ChainError(f"cannot send to {self.rpc_url}: {type(e).__name__}: {e}"
                              + (f" ({type(cause).__name__}: {cause})" if cause else "")) from None

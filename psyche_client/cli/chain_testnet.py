@@ -2,7 +2,6 @@
 created with `psyche-solana-client create-run`, clients on the chain backend."""
 
 import asyncio
-import json
 import os
 import sys
 import tomllib
@@ -11,7 +10,7 @@ from pathlib import Path
 import tomli_w
 from solders.keypair import Keypair
 
-from ..chain.keys import save_keypair
+from ..chain.keys import load_keypair, save_keypair
 from ..chain.localnet import LocalnetError, command, find_binary, parse_ready
 from .local_testnet import Testnet
 
@@ -86,7 +85,7 @@ class ChainTestnet(Testnet):
         return proc.returncode == 0
 
     def pubkey(self, path: Path) -> str:
-        return str(Keypair.from_bytes(bytes(json.loads(path.read_text()))).pubkey())
+        return str(load_keypair(path).pubkey())
 
     async def prepare(self) -> bool:
         owner = self.keypair("owner")

@@ -93,10 +93,14 @@ def rpc_url(ctx, param, url):
     return url
 
 
+# --rpc of every command, `train` included.
+rpc_option = click.option("--rpc", envvar="PSYCHE_RPC", default=DEFAULT_RPC, show_default=True,
+                          show_envvar=True, callback=rpc_url, help="Solana JSON-RPC URL.")
+
+
 def chain_options(run=True):
     """--rpc and --keypair (and --run-id) on a command."""
-    opts = [click.option("--rpc", envvar="PSYCHE_RPC", default=DEFAULT_RPC, show_default=True,
-                         show_envvar=True, callback=rpc_url, help="Solana JSON-RPC URL."),
+    opts = [rpc_option,
             click.option("--keypair", "keypair_path", envvar="PSYCHE_KEYPAIR",
                          default=DEFAULT_KEYPAIR, show_default=True, show_envvar=True,
                          help="Signer and fee payer: a Solana JSON keypair file.")]

@@ -1,6 +1,5 @@
 """`psyche-solana-client train`: a contributor's daemon for a run on Solana."""
 
-import os
 from urllib.parse import urlparse
 
 import click
@@ -9,8 +8,7 @@ from ..backends.solana import SolanaBackend
 from ..chain.keys import KeypairError, identity_of, load_keypair
 from ..server.state_file import StateFileError, load_run_spec, load_state_file
 from .common import client_options, fail, run_client
-
-DEFAULT_RPC = "http://127.0.0.1:8899"
+from .solana_admin import rpc_option
 
 
 def ws_url_for(rpc_url: str) -> str:
@@ -39,8 +37,7 @@ def load_spec(path):
 @click.command(help="Join a run on Solana and contribute to it until it finishes: follow the "
                "coordinator account over PubSub, send join_run, witnesses, health checks and "
                "ticks signed by --keypair (also the client's p2p identity).")
-@click.option("--rpc", default=lambda: os.environ.get("PSYCHE_RPC", DEFAULT_RPC),
-              show_default=f"$PSYCHE_RPC or {DEFAULT_RPC}", help="Solana JSON-RPC URL.")
+@rpc_option
 @click.option("--ws", default=None, help="Solana PubSub URL (default: the RPC port + 1).")
 @click.option("--keypair", "keypair_path", required=True, type=click.Path(dir_okay=False),
               help="The client's Solana keypair file (JSON); it pays for its transactions.")

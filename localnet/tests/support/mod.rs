@@ -296,6 +296,20 @@ impl Env {
     }
 
     /// Must succeed (the logs are printed otherwise).
+    /// Creates `account` with `space` zero bytes, rent-exempt, owned by `owner`, in its own
+    /// transaction.
+    pub fn preallocate(&mut self, account: &Keypair, space: usize, owner: &Pubkey) {
+        let lamports = self.chain.svm.minimum_balance_for_rent_exemption(space);
+        let ix = solana_system_interface::instruction::create_account(
+            &self.payer.pubkey(),
+            &account.pubkey(),
+            lamports,
+            space as u64,
+            owner,
+        );
+        self.ok(&[account], &[ix]);
+    }
+
     pub fn ok(&mut self, signers: &[&Keypair], ixs: &[Instruction]) {
         let payer = self.payer.insecure_clone();
         if let Err(f) = self.send_from(&payer, signers, ixs) {
