@@ -59,7 +59,8 @@ def validate_config(state_path, data_config):
 @click.option("--withdraw-on-disconnect", type=bool, default=True, show_default=True,
               help="Withdraw a client from the run as soon as its connection drops.")
 @click.option("--tick-interval", type=float, default=0.5, show_default=True,
-              help="Seconds between the server's own ticks.")
+              help="Longest time between the server's own ticks; it also ticks as soon as "
+                   "a phase is due.")
 def run(state_path, server_port, host, tui, data_config, save_state_dir, init_warmup_time,
         init_min_clients, withdraw_on_disconnect, tick_interval):
     tui = tui_enabled(tui)

@@ -1,5 +1,6 @@
-"""The centralized backend: owns the coordinator core, ticks it on a timer, applies clients'
-operations, persists every accepted change, and broadcasts each new state."""
+"""The centralized backend: owns the coordinator core, ticks it when a phase is due (and on a
+timer), applies clients' operations, persists every accepted change, and broadcasts each new
+state."""
 
 import asyncio
 import json
@@ -9,7 +10,8 @@ import time
 import websockets
 from websockets.asyncio.server import serve
 
-from psyche_coordinator_core import ClientState, CoordinatorError, RunState, apply, to_bytes
+from psyche_coordinator_core import (ClientState, CoordinatorError, RunState, apply, tick_deadline,
+                                     to_bytes)
 from psyche_coordinator_core.ops_json import ARGS, decode_args
 
 from ..identity import verify
@@ -41,6 +43,7 @@ class CoordinatorServer:
         self.log = log
         self.connections = {}  # ws -> Connection (observers have signer None)
         self.finished = asyncio.Event()
+        self._changed = asyncio.Event()  # wakes the tick loop: the deadline may have moved
 
     # ---------------------------------------------------------------- state changes
     def now(self) -> int:
@@ -58,6 +61,7 @@ class CoordinatorServer:
             self.log(line)
         if new_state.run_state == RunState.Finished:
             self.finished.set()
+        self._changed.set()
         self._broadcast(new_bytes)
         return True
 
@@ -71,11 +75,24 @@ class CoordinatorServer:
             pass  # halted: the operation itself still stands
         self._commit(nxt)
 
-    def tick(self) -> None:
+    def tick(self) -> bool:
+        """Tick the core; returns whether the state changed."""
         try:
-            self._commit(apply(self.state, self.now(), "tick"))
+            return self._commit(apply(self.state, self.now(), "tick"))
         except CoordinatorError:
-            pass  # halted runs do not tick
+            return False  # halted runs do not tick
+
+    def next_wait(self, changed: bool) -> float:
+        """Seconds until the next tick: at the phase's deadline if it comes before the regular
+        interval (a round then waits no longer than the core requires), else the interval."""
+        due = tick_deadline(self.state)
+        if due is None:
+            return self.tick_interval
+        wait = due - self.clock()
+        if wait <= 0 and not changed:
+            return self.tick_interval  # due yet nothing moved: do not spin
+        # the core counts whole seconds: tick just after the second turns
+        return min(self.tick_interval, max(0.0, wait) + 0.002)
 
     def _broadcast(self, payload) -> None:
         for conn in list(self.connections.values()):
@@ -214,8 +231,13 @@ class CoordinatorServer:
     # ---------------------------------------------------------------- main loop
     async def _tick_loop(self):
         while True:
-            self.tick()
-            await asyncio.sleep(self.tick_interval)
+            self._changed.clear()
+            changed = self.tick()
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), self.next_wait(changed))
+            except asyncio.TimeoutError:
+                pass
 
     async def run(self, host="127.0.0.1", port=0, started=None):
         async with serve(self.handle, host, port, max_size=MAX_MESSAGE_BYTES,
