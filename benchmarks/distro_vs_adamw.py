@@ -71,6 +71,8 @@ def run_adamw(args, spec, train, heldout, lr):
             grads.append([p.grad.to(torch.bfloat16) for p in model.parameters()])
         for i, p in enumerate(model.parameters()):  # the all-reduce: mean of bf16 gradients
             p.grad = torch.stack([g[i].float() for g in grads]).mean(0)
+        if args.clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
         for g in opt.param_groups:
             g["lr"] = lr_at(args, lr, step)
         opt.step()
@@ -80,7 +82,8 @@ def run_adamw(args, spec, train, heldout, lr):
 def run_distro(args, spec, train, heldout, topk, lr):
     models = [build_model(spec, args.seed) for _ in range(args.clients)]
     opts = [DistroOptimizer(m.parameters(), lr=lr, topk=topk, chunk=args.chunk,
-                            quantize_1bit=not args.no_1bit, lookahead=args.lookahead)
+                            quantize_1bit=not args.no_1bit, lookahead=args.lookahead,
+                            momentum_decay=args.momentum_decay, max_grad_norm=args.clip)
             for m in models]
     late = 1 + args.delay  # results of step s are applied before step s + late trains
     pending, sizes, t0 = {}, [], time.time()
@@ -121,6 +124,10 @@ def main():
     ap.add_argument("--delay", type=int, default=1,
                     help="rounds a result waits before it is applied: 1 as the run (round h is "
                     "applied while round h+2 trains), 0 applies it before the next step")
+    ap.add_argument("--momentum-decay", type=float, default=0.999, help="DisTrO's beta")
+    ap.add_argument("--clip", type=float, default=None,
+                    help="clip gradient norms (DeMo's recipe: 1.0): AdamW's averaged gradient, "
+                    "each DisTrO client's own")
     ap.add_argument("--lookahead", action="store_true",
                     help="each client trains on its own in-flight update (Psyche's "
                     "error_correction) to offset the delay")
