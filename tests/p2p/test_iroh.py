@@ -237,3 +237,86 @@ def test_set_peers_skips_self_and_bad_tickets():
         finally:
             await closed(nodes)
     run(main())
+
+
+def test_an_oversized_blob_request_is_answered_at_once():
+    async def main():
+        from psyche_client.p2p.iroh_node import BLOB_ALPN
+        nodes, _ = await started(2)
+        a, b = nodes
+        try:
+            conn, _ = await a._connection(a._resolve("p1"), BLOB_ALPN)
+            bi = await conn.open_bi()
+            await bi.send().write_all(b"x" * 100)  # a hash is 32 bytes
+            await bi.send().finish()
+            assert await asyncio.wait_for(bi.recv().read_to_end(10), 2) == bytes([2])
+            h = b.add(b"still serving")
+            assert await a.fetch("p1", h) == b"still serving"
+        finally:
+            await closed(nodes)
+    run(main())
+
+
+RESTARTABLE_PEER = """
+import asyncio, sys
+from psyche_client.p2p.iroh_node import IrohNode
+
+async def main():
+    node = IrohNode("b", secret_key=bytes(range(32)), timeout=5)
+    print(await node.start(), node.add(b"from b" * 100), flush=True)
+    ticket, blob = sys.stdin.readline().split()
+    node.set_peers({"a": ticket})
+    await node.fetch("a", blob)  # connections from this process to the test's node
+    await node.announce({"hello": 1})
+    print("ready", flush=True)
+    await asyncio.sleep(120)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("left_first", [True, False])
+def test_a_peer_restarted_with_the_same_key_is_reachable_again(left_first):
+    """A client killed and restarted keeps its key (endpoint id) but not its sockets. Connections
+    with the old process, including the ones it opened to us, must go when its ticket leaves
+    or changes: while one is open, iroh cannot dial the new process (every dial timed out
+    until QUIC's idle timeout, ~35 s)."""
+    import subprocess
+    import sys
+
+    async def main():
+        a = IrohNode("a", timeout=3)
+        mine = a.add(b"from a")
+        ticket = await a.start()
+        loop = asyncio.get_running_loop()
+
+        async def peer():
+            p = subprocess.Popen([sys.executable, "-c", RESTARTABLE_PEER], text=True,
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            their_ticket, blob = (await loop.run_in_executor(None, p.stdout.readline)).split()
+            p.stdin.write(f"{ticket} {mine}\n")
+            p.stdin.flush()
+            return p, their_ticket, blob
+
+        procs = []
+        try:
+            p, t1, blob = await peer()
+            procs.append(p)
+            a.set_peers({"b": t1})
+            assert await a.fetch("b", blob) == b"from b" * 100
+            assert (await loop.run_in_executor(None, p.stdout.readline)).strip() == "ready"
+            p.kill()
+            p.wait()
+            if left_first:  # the server's peer list drops it, then lists the new process
+                a.set_peers({})
+            p, t2, blob = await peer()
+            procs.append(p)
+            assert t2 != t1
+            a.set_peers({"b": t2})
+            assert await a.fetch("b", blob, timeout=3) == b"from b" * 100
+        finally:
+            for p in procs:
+                p.kill()
+                p.wait()
+            await a.close()
+    run(main(), timeout=40)
