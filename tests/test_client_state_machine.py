@@ -123,3 +123,48 @@ def test_tampered_and_misassigned_results_are_dropped():
     assert sum(sm.rejected.values()) == before + 2
     stored = sm.results.get(st.step, {}).get(batch)
     assert stored is None or stored.trainer == owner_id.public
+
+
+def test_snapshot_once_per_epoch_after_its_last_apply():
+    """The parameters a joiner gets must be the ones the next epoch starts from: the snapshot
+    comes at Cooldown, after the apply of the epoch's last trained round, before any apply of
+    the next epoch, tagged with the step the next epoch starts at."""
+    sim = Sim(4)
+    sm, seen, states = sim.sms[0], [], []
+    on_state = sm.on_state
+
+    def recording(st, now):
+        acts = on_state(st, now)
+        states.append(st)
+        seen.extend((st.epoch, st.run_state, st.start_step, a) for a in acts)
+        return acts
+
+    sm.on_state = recording
+    sim.run(lambda s: s.run_state == RunState.Finished)
+    snaps = [(i, x) for i, x in enumerate(seen) if x[3][0] == "snapshot"]
+    assert len(snaps) >= 2
+    assert len({x[0] for _, x in snaps}) == len(snaps)  # one per epoch
+    for i, (epoch, run_state, _, (_, step)) in snaps:
+        assert run_state == RunState.Cooldown
+        before = [a[1] for _, _, _, a in seen[:i] if a[0] == "apply"]
+        after = [a[1] for _, _, _, a in seen[i:] if a[0] == "apply"]
+        assert step - 3 in before  # the last trained round (two drain rounds follow it)
+        assert all(s >= step for s in after)
+        starts = {x[2] for x in seen if x[0] == epoch + 1 and x[1] != RunState.WaitingForMembers}
+        assert starts <= {step}  # the next epoch (if any) starts training at that step
+
+    # a client that misses the drain rounds' states applies the epoch's last rounds at Cooldown:
+    # in the same list of actions, before the snapshot
+    late = ClientStateMachine(sim.ids[0].public, sim.ids[0].public)
+    acts = []
+    for st in states:
+        if st.run_state.active and st.last_step and st.step >= st.last_step - 2 \
+                and st.run_state != RunState.Cooldown:
+            continue
+        acts += late.on_state(st, 0)
+    kinds = [(a[0], a[1]) for a in acts if a[0] in ("apply", "snapshot")]
+    assert sum(k == "snapshot" for k, _ in kinds) == len(snaps)
+    for i, (kind, step) in enumerate(kinds):
+        if kind == "snapshot":
+            assert ("apply", step - 3) in kinds[:i] and ("apply", step - 4) in kinds[:i]
+            assert all(s >= step for k, s in kinds[i:] if k == "apply")

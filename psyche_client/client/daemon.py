@@ -16,16 +16,21 @@ from .results import TrainingResult
 from .state_machine import ClientStateMachine
 
 TIMER_INTERVAL = 0.5
+MODEL_FETCH_TIMEOUT = 300.0  # seconds a joiner keeps trying to get the model from its peers
 
 
 class ClientDaemon:
     def __init__(self, identity, backend, transport, make_trainer, log=print,
-                 clock=time.time, exit_when_finished=True):
+                 clock=time.time, exit_when_finished=True,
+                 model_fetch_timeout=MODEL_FETCH_TIMEOUT):
         """`transport` carries results between peers (psyche_client.p2p.transport); the daemon
-        receives them through its on_result. `make_trainer(spec)` builds the trainer once the
-        backend has told the run's spec."""
+        receives them through its on_result, and shares the model through its model_sharing
+        (if any) with clients joining a run in progress. `make_trainer(spec)` builds the trainer
+        once the backend has told the run's spec."""
         self.identity, self.backend, self.transport = identity, backend, transport
         transport.on_result = self.on_peer_result
+        self.sharing = getattr(transport, "model_sharing", None)
+        self.model_fetch_timeout = model_fetch_timeout
         self.make_trainer, self.trainer = make_trainer, None
         self.log, self.clock = log, clock
         self.exit_when_finished = exit_when_finished
@@ -60,6 +65,8 @@ class ClientDaemon:
             elif kind == "evaluate":
                 self._spawn(self._guard("evaluate",
                                         self._in_worker(self.trainer.evaluate, act[1], act[2])))
+            elif kind == "snapshot":
+                self._spawn(self._guard(f"snapshot for step {act[1]}", self._snapshot(act[1])))
             elif kind == "publish":
                 self._spawn(self._guard("publishing a result", self.transport.publish(act[1])))
             elif kind == "log":
@@ -87,8 +94,18 @@ class ClientDaemon:
             return None
 
     async def _prepare(self, epoch):
+        loop = asyncio.get_running_loop()
+
+        def fetch_snapshot(step, layout, max_size):
+            # called by the trainer in the worker thread, which waits while the event loop
+            # talks to the peers: whatever the worker is asked to do next (the epoch's training
+            # and applies) stays queued behind the model it needs
+            fut = asyncio.run_coroutine_threadsafe(self._fetch_model(step, layout, max_size),
+                                                   loop)
+            return fut.result()
+
         try:
-            await self._in_worker(self.trainer.prepare, epoch, self.sm.state)
+            await self._in_worker(self.trainer.prepare, epoch, self.sm.state, fetch_snapshot)
         except ModelUnavailable as e:  # training anyway would only publish diverged results
             self.log(f"cannot take part: {e}")
             self._stop.set()
@@ -98,6 +115,35 @@ class ClientDaemon:
             return
         self.log(f"model ready for epoch {epoch}")
         self._run(self.sm.model_ready(epoch))
+
+    def _model_peers(self) -> list:
+        """The p2p ids of this epoch's other clients that the backend has an address for."""
+        st, known = self.sm.state, self.backend.peers()
+        own = self.identity.public.hex()
+        ids = [c.p2p_identity.hex() for c in (st.clients if st is not None else [])]
+        return [p for p in ids if p != own and p in known]
+
+    async def _fetch_model(self, step, layout, max_size):
+        if self.sharing is None:
+            raise ModelUnavailable(
+                f"the run is at step {step} and its current model is with the epoch's other "
+                "clients: only the iroh transport can fetch it (use --p2p iroh, not ws)")
+        self.log(f"fetching the model for step {step} from the epoch's other clients")
+        try:
+            return await self.sharing.fetch(self._model_peers, step, layout, max_size,
+                                            log=self.log, timeout=self.model_fetch_timeout)
+        except Exception as e:  # ModelSharingError: the peers never delivered a verified model
+            raise ModelUnavailable(f"{type(e).__name__}: {e}") from None
+
+    async def _snapshot(self, step):
+        share = self.sharing is not None  # without sharing, only note that the epoch is applied
+        snap = await self._in_worker(self.trainer.snapshot, step, share)
+        if snap is None:
+            return
+        data, fields = snap
+        m = self.sharing.offer(data, **fields)
+        self.log(f"sharing the model for step {step}: params {m.params[:16]}, "
+                 f"{m.size:,} bytes")
 
     async def _train(self, step, batch):
         try:

@@ -11,8 +11,8 @@ class DummyTrainer:
     def __init__(self, run_id: str, delay: float = 1.0):
         self.run_id, self.delay = run_id, delay
 
-    def prepare(self, epoch: int, state) -> None:
-        pass
+    def prepare(self, epoch: int, state, fetch_snapshot=None) -> None:
+        pass  # simulated results need no model, so neither does joining a run in progress
 
     def train(self, step: int, batch, state) -> bytes:
         time.sleep(self.delay)
@@ -22,4 +22,7 @@ class DummyTrainer:
         pass
 
     def evaluate(self, epoch: int, step: int):
+        return None
+
+    def snapshot(self, step: int, encode: bool = True):
         return None

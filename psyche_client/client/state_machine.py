@@ -7,6 +7,8 @@ results, finished training and the time, and carries out the actions it returns:
   ("apply", step, results)  apply a round's consensus results (before any later training)
   ("train", step, batch)    train the batch, then call trained(step, batch, payload)
   ("evaluate", epoch, step) held-out loss, once per epoch at Cooldown
+  ("snapshot", step)        every round of the epoch is applied: keep the parameters (which
+                            the next epoch starts training at `step` from) for joiners
   ("publish", result)       send a TrainingResult to every peer
   ("log", text)             something worth telling the operator
 Its duties per phase: join for the next epoch; in Warmup load the model and send a warmup
@@ -39,7 +41,7 @@ class ClientStateMachine:
         self.witness_sent = set()
         self.health_sent = set()
         self.applied = set()  # steps whose consensus was applied (or had nothing to apply)
-        self.evaluated = set()  # epochs whose held-out loss was taken
+        self.evaluated = set()  # epochs whose held-out loss and snapshot were taken
         self.last_tick_for = None
         self.rejected = {}  # trainer hex -> count of bad results
 
@@ -117,7 +119,9 @@ class ClientStateMachine:
             acts += self._health_checks(me)
         if me is not None and st.run_state == RunState.Cooldown and st.epoch not in self.evaluated:
             self.evaluated.add(st.epoch)
-            acts.append(("evaluate", st.epoch, st.step - 1))
+            # _apply above has queued the epoch's last apply (Cooldown ends every round), and
+            # no round of this epoch is applied after it: these are the next epoch's parameters
+            acts += [("evaluate", st.epoch, st.step - 1), ("snapshot", st.step)]
         acts += self._witness()
         acts += self._tick(now)
         return acts

@@ -1,10 +1,13 @@
 """How training results reach peers, behind one small interface the daemon uses:
 `start() -> address`, `set_peers({p2p_id_hex: address})`, `publish(result)`, `close()`, and an
-`on_result(TrainingResult)` callback for every result received (not yet verified).
+`on_result(TrainingResult)` callback for every result received (not yet verified), and
+`model_sharing`: a ModelSharing (p2p/model_sharing.py) when the transport can share the model
+with clients that join a run in progress, else None.
 
 - IrohTransport (default): QUIC via iroh; a result is announced (its signed header) and its
-  payload moves as a content-addressed blob fetched from the announcer.
-- WebSocketTransport: the whole result pushed over a websocket mesh (no native dependency)."""
+  payload moves as a content-addressed blob fetched from the announcer; shares the model.
+- WebSocketTransport: the whole result pushed over a websocket mesh (no native dependency); no
+  model sharing."""
 
 import asyncio
 
@@ -13,6 +16,8 @@ from .mesh import PeerMesh
 
 
 class WebSocketTransport:
+    model_sharing = None
+
     def __init__(self, identity, on_result, log=print, host="127.0.0.1", port=0):
         self.on_result, self.log = on_result, log
         self.mesh = PeerMesh(identity.public.hex(), self._on_message, host, port)
@@ -42,11 +47,13 @@ class IrohTransport:
     def __init__(self, identity, on_result, log=print, host="127.0.0.1", port=0, relay_url=None):
         from .iroh_node import IrohNode  # native dependency: only when this transport is used
         from .iroh_results import RESULT_AVAILABLE, fetch_result, publish_result
+        from .model_sharing import ModelSharing
         self._fetch, self._publish, self._kind = fetch_result, publish_result, RESULT_AVAILABLE
         self.on_result, self.log = on_result, log
         # the endpoint's id is the client's p2p identity: same ed25519 seed
         self.node = IrohNode(identity.public.hex(), self._on_announcement, host, port,
                              secret_key=identity.seed, relay_url=relay_url)
+        self.model_sharing = ModelSharing(self.node)
         self._tasks = set()
 
     async def start(self) -> str:

@@ -1,10 +1,12 @@
 """Real training for the client daemon: a seeded Llama, DisTrO, data from the run's provider.
 
 The daemon calls these from one worker thread, in the order the state machine asked for them:
-  prepare(epoch, state)            build the model from the run seed (once), log held-out loss
+  prepare(epoch, state, fetch)     have the epoch's starting model: the one held, the run seed's,
+                                   or the peers' snapshot (P2P checkpoint); log held-out loss
   apply(step, results)             apply the consensus results of a round (everyone the same set)
   train(step, batch, state) ->     train on the batch, return the compressed update as a payload
   evaluate(epoch, step)            held-out loss, once per epoch
+  snapshot(step, encode)           the epoch is applied: note it, and encode the model to share
 so a round's apply always comes before the next training that must see it.
 
 With data_parallelism N > 1 the trainer is rank 0 of a DataParallelGroup (parallel.py): the
@@ -26,6 +28,7 @@ from .distro import DistroOptimizer
 from .errors import ModelUnavailable
 from .model import build_model, parameter_count, parameter_hash
 from .parallel import DataParallelGroup, forward_backward
+from .snapshot import SnapshotError, encode_snapshot, layout_of, load_snapshot, size_limit
 from .payload import encode_payload, peer_result_from_training_result
 
 
@@ -80,22 +83,36 @@ class DistroTrainer:
         self.device, self.micro_batch_size = torch.device(device), micro_batch_size
         self.data_parallelism = int(data_parallelism)
         self.model = self.optimizer = self.provider = self.heldout = self.group = None
+        self.params_step = None  # the step whose training starts from the current parameters
         self.last_loss = None
 
     # ---------------------------------------------------------------- setup
-    def prepare(self, epoch: int, state) -> None:
-        if self.model is not None:
+    def prepare(self, epoch: int, state, fetch_snapshot=None) -> None:
+        """Have the parameters the epoch starts from: the ones held already when they are
+        those (params_step is the epoch's first step), else the run seed's (Dummy checkpoint)
+        or the peers' snapshot (P2P: `fetch_snapshot(step, layout, max_size)` returns a
+        verified (manifest, bytes); it runs on the daemon's event loop)."""
+        if self.model is not None and self.params_step == state.step:
             return
-        if state.checkpoint.kind != CheckpointKind.Dummy:
-            # the run has trained past its seeded start: the current weights live with the peers
-            # (P2P) or in a checkpoint repo (Hub), and fetching them is not implemented yet
+        kind = state.checkpoint.kind
+        if kind == CheckpointKind.P2P and fetch_snapshot is None:
             raise ModelUnavailable(
-                f"the run is at step {state.step} with a {state.checkpoint.kind.name} checkpoint; "
-                "joining a run in progress needs its current model, which this client cannot "
-                "fetch yet (peer-to-peer and Hub checkpoints are not implemented)")
+                f"the run is at step {state.step} with a P2P checkpoint: its current model is "
+                "with the epoch's other clients, and this client has no way to fetch it")
+        if kind not in (CheckpointKind.Dummy, CheckpointKind.P2P):
+            raise ModelUnavailable(
+                f"the run is at step {state.step} with a {kind.name} checkpoint, which this "
+                "client cannot load (only the run seed and peer-to-peer sharing are implemented)")
         seq_len = self.spec.model.max_seq_len
-        # every client draws the same initial weights from the run's seed
+        # every client draws the same initial weights from the run's seed; a joiner then
+        # overwrites them with the peers' snapshot (the model's shape comes from the spec)
         model = build_model(self.spec.model, state.run_seed, self.device)
+        source = "the run seed"
+        if kind == CheckpointKind.P2P:
+            self._load_from_peers(model, state.step, fetch_snapshot)
+            source = f"the peers' snapshot for step {state.step}"
+        self.close()  # a stale model's data-parallel replicas go with it
+        self.model = None
         if self.data_parallelism > 1:
             # the replicas draw the same weights; the broadcast makes sure of it (checked below)
             group = DataParallelGroup(self.spec.model, state.run_seed, self.data_parallelism,
@@ -107,18 +124,51 @@ class DistroTrainer:
                 group.close()
                 raise
             self.group = group
-        self.model = model
+        self.model, self.params_step = model, state.step
         o = self.spec.optimizer
+        # a fresh DisTrO state: its momentum is this client's own, nobody else depends on it
         self.optimizer = DistroOptimizer(self.model.parameters(), lr=o.lr,
                                          momentum_decay=o.momentum_decay,
                                          weight_decay=o.weight_decay, chunk=o.chunk, topk=o.topk,
                                          quantize_1bit=o.quantize_1bit)
-        self.provider = make_provider(self.spec, self.run_id, self.identity, seq_len)
-        self.heldout = make_provider(self.spec, self.run_id, self.identity, seq_len, heldout=True)
+        if self.provider is None:
+            self.provider = make_provider(self.spec, self.run_id, self.identity, seq_len)
+            self.heldout = make_provider(self.spec, self.run_id, self.identity, seq_len,
+                                         heldout=True)
         count, digest = parameter_count(self.model), parameter_hash(self.model)
-        self.metrics.write(event="model", parameters=count, params=digest)
-        self.log(f"model: Llama with {count:,} parameters, params {digest[:16]}")
+        self.metrics.write(event="model", step=state.step, parameters=count, params=digest,
+                           source="peers" if kind == CheckpointKind.P2P else "seed")
+        self.log(f"model: Llama with {count:,} parameters from {source}, params {digest[:16]}")
         self.evaluate(epoch, state.step - 1)
+
+    def _load_from_peers(self, model, step: int, fetch_snapshot) -> None:
+        layout, _ = layout_of(model)
+        manifest, data = fetch_snapshot(step, layout, size_limit(model))
+        try:
+            load_snapshot(model, data)
+        except SnapshotError as e:
+            raise ModelUnavailable(f"the peers' snapshot for step {step} does not load: {e}")
+        digest = parameter_hash(model)
+        if digest != manifest.params:  # the blob matched its hash, but not the params claimed
+            raise ModelUnavailable(f"the peers' snapshot for step {step} loads to params "
+                                   f"{digest[:16]}, not the {manifest.params[:16]} they offered")
+
+    def snapshot(self, step: int, encode: bool = True):
+        """Called once every round of an epoch is applied: the parameters are now the ones the
+        next epoch starts at `step` from. Returns (safetensors bytes, manifest fields) for
+        model sharing, or None when not `encode` or there is no model."""
+        if self.model is None:
+            return None
+        self.params_step = step
+        if not encode:
+            return None
+        started = time.time()
+        data = encode_snapshot(self.model)
+        layout, count = layout_of(self.model)
+        digest = parameter_hash(self.model)
+        self.metrics.write(event="snapshot", step=step, params=digest, bytes=len(data),
+                           compute_s=round(time.time() - started, 4))
+        return data, dict(step=step, params=digest, layout=layout, parameters=count)
 
     # ---------------------------------------------------------------- the three duties
     def train(self, step: int, batch, state) -> bytes:
