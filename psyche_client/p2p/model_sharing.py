@@ -27,7 +27,7 @@ import random
 import time
 from dataclasses import asdict, dataclass
 
-from .iroh_node import BadRequest, BlobError, P2PError
+from .iroh_node import BadRequest, P2PError
 
 MODEL_ALPN = b"psyche/model/1"
 MAX_REQUEST = 256
@@ -170,7 +170,7 @@ async def _fetch_from(node, manifest, holders, deadline, log):
         try:
             data = await node.fetch(peer, manifest.blob, max_size=manifest.size,
                                     timeout=min(left, max(10.0, manifest.size / MIN_RATE)))
-        except (BlobError, P2PError) as e:  # BlobHashMismatch, BlobNotFound, unreachable...
+        except P2PError as e:  # BlobHashMismatch, BlobNotFound, timeout, unknown peer...
             log(f"model: fetching blob {manifest.blob[:16]} from {peer[:8]} failed: {e}")
             continue
         if len(data) != manifest.size:
