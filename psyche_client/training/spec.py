@@ -50,6 +50,9 @@ class OptimizerSpec:
     topk: int = 32
     quantize_1bit: bool = True
     rice: bool = False  # entropy-coded indices on the wire
+    # train on the parameters plus this client's own update still in flight (round h is applied
+    # while h+2 trains), as Psyche's error_correction; local only, removed before compressing
+    lookahead: bool = True
 
     def validate(self):
         if self.kind != "distro":
@@ -58,6 +61,8 @@ class OptimizerSpec:
             raise SpecError("optimizer.lr must be in (0, 1)")
         if not 0 <= self.momentum_decay < 1:
             raise SpecError("optimizer.momentum_decay must be in [0, 1)")
+        if not isinstance(self.lookahead, bool):
+            raise SpecError("optimizer.lookahead must be true or false")
         if self.chunk < 1 or self.topk < 1 or self.warmup_steps < 0:
             raise SpecError("optimizer.chunk and topk must be >= 1, warmup_steps >= 0")
         return self

@@ -84,6 +84,9 @@ class DistroTrainer:
         self.data_parallelism = int(data_parallelism)
         self.model = self.optimizer = self.provider = self.heldout = self.group = None
         self.params_step = None  # the step whose training starts from the current parameters
+        self.compressed_step = None  # the last step this client trained (its lookahead's step)
+        self.applied_step = None  # the last step whose results are in the parameters
+        self.replicas_stale = False  # data-parallel replicas hold rank 0's lookahead parameters
         self.last_loss = None
 
     # ---------------------------------------------------------------- setup
@@ -130,7 +133,9 @@ class DistroTrainer:
         self.optimizer = DistroOptimizer(self.model.parameters(), lr=o.lr,
                                          momentum_decay=o.momentum_decay,
                                          weight_decay=o.weight_decay, chunk=o.chunk, topk=o.topk,
-                                         quantize_1bit=o.quantize_1bit)
+                                         quantize_1bit=o.quantize_1bit,
+                                         lookahead=o.lookahead)
+        self.compressed_step = self.applied_step = None
         if self.provider is None:
             self.provider = make_provider(self.spec, self.run_id, self.identity, seq_len)
             self.heldout = make_provider(self.spec, self.run_id, self.identity, seq_len,
@@ -178,12 +183,20 @@ class DistroTrainer:
         self.model.train()
         self.model.zero_grad(set_to_none=True)
         n = len(tokens)
-        if self.group is not None:  # every rank a share; rank 0's p.grad holds the sum after
-            total = self.group.train(self.model, tokens)
-        else:
-            total = forward_backward(self.model, tokens, n, self.micro_batch_size)
+        lookahead = self._lookahead(step)
+        try:
+            if self.group is not None:  # every rank a share; rank 0's p.grad holds the sum after
+                if lookahead or self.replicas_stale:
+                    self.group.sync_params(self.model)  # the replicas train where rank 0 does
+                    self.replicas_stale = lookahead
+                total = self.group.train(self.model, tokens)
+            else:
+                total = forward_backward(self.model, tokens, n, self.micro_batch_size)
+        finally:
+            self.optimizer.remove_lookahead()  # bit-exact: the parameters are the consensus's
         self.last_loss = total / n
         sparse = self.optimizer.compress_step(self.spec.optimizer.lr_at(step))
+        self.compressed_step = step
         payload = encode_payload(sparse, rice=self.spec.optimizer.rice)
         self.metrics.write(event="train", step=step, loss=self.last_loss, sequences=n,
                            payload_bytes=len(payload), started=round(started, 3),
@@ -192,13 +205,25 @@ class DistroTrainer:
                  f"result {len(payload):,} bytes")
         return payload
 
+    def _lookahead(self, step: int) -> bool:
+        """Step in this client's own update of the previous step when it is still in flight
+        (trained, not yet applied); a client that did not train that step has none."""
+        prev = step - 1
+        if (not self.optimizer.lookahead or self.compressed_step != prev
+                or (self.applied_step is not None and self.applied_step >= prev)):
+            return False
+        self.optimizer.apply_lookahead(self.spec.optimizer.lr_at(prev))
+        return True
+
     def apply(self, step: int, results: list) -> None:
         started = time.time()
         peers = [peer_result_from_training_result(r, layout=self.optimizer.layout())
                  for r in results]
         self.optimizer.apply_results(peers, self.spec.optimizer.lr_at(step))
+        self.applied_step = step
         if self.group is not None:
             self.group.sync_params(self.model)
+            self.replicas_stale = False
             digest = self._check_replicas(self.group)
         else:
             digest = parameter_hash(self.model)

@@ -143,6 +143,11 @@ def test_trainer_with_data_parallelism(tmp_path):
         assert double.last_loss == pytest.approx(single.last_loss, rel=1e-6)
         for p, q in zip(double.model.parameters(), single.model.parameters()):
             torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-7)
+        # step 2 trains on the lookahead (step 1 is in flight): the replica must train there too
+        single.train(2, batch, state)
+        double.train(2, batch, state)
+        for p, q in zip(double.model.parameters(), single.model.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-7)
         # apply a round (the single trainer's result, as if it were the consensus) on both:
         # the double trainer broadcasts and checks its replica's hash (it raises on a mismatch)
         result = TrainingResult.create(me, 1, batch, payload)
