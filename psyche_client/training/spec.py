@@ -3,7 +3,9 @@ where the data lives. It comes from state.toml's [model], [optimizer] and [data]
 server hands it to every client after the hello. Without a [model] table clients simulate
 training (the coordinator loop alone)."""
 
+import math
 from dataclasses import asdict, dataclass, field, fields
+
 
 class SpecError(ValueError):
     pass
@@ -53,6 +55,10 @@ class OptimizerSpec:
     # train on the parameters plus this client's own update still in flight (round h is applied
     # while h+2 trains), as Psyche's error_correction; local only, removed before compressing
     lookahead: bool = True
+    # after warmup: "constant", or "cosine" down to final_lr_fraction * lr at the run's
+    # total_steps (DeMo's recipe: cosine to 0.1)
+    schedule: str = "constant"
+    final_lr_fraction: float = 0.1
 
     def validate(self):
         if self.kind != "distro":
@@ -61,16 +67,39 @@ class OptimizerSpec:
             raise SpecError("optimizer.lr must be in (0, 1)")
         if not 0 <= self.momentum_decay < 1:
             raise SpecError("optimizer.momentum_decay must be in [0, 1)")
+        if self.schedule not in ("constant", "cosine"):
+            raise SpecError('optimizer.schedule must be "constant" or "cosine"')
+        if not 0 <= self.final_lr_fraction <= 1:
+            raise SpecError("optimizer.final_lr_fraction must be in [0, 1]")
         if not isinstance(self.lookahead, bool):
             raise SpecError("optimizer.lookahead must be true or false")
         if self.chunk < 1 or self.topk < 1 or self.warmup_steps < 0:
             raise SpecError("optimizer.chunk and topk must be >= 1, warmup_steps >= 0")
         return self
 
-    def lr_at(self, step: int) -> float:
+    def lr_at(self, step: int, total_steps: int | None = None) -> float:
+        """The learning rate of `step`; every client must get the same float (it scales the
+        sign update), so the cosine uses only correctly rounded arithmetic, not the libm."""
         if self.warmup_steps and step < self.warmup_steps:
             return self.lr * step / self.warmup_steps
-        return self.lr
+        if self.schedule == "constant" or not total_steps:
+            return self.lr
+        t = min(1.0, max(0, step - self.warmup_steps) / max(1, total_steps - self.warmup_steps))
+        f = self.final_lr_fraction
+        return self.lr * (f + (1 - f) * 0.5 * (1 + _cos_pi(t)))
+
+
+def _cos_pi(t: float) -> float:
+    """cos(pi * t) for t in [0, 1] from +, -, *, / alone (bit-identical on every IEEE-754
+    machine, unlike math.cos): fold onto [0, 1/2], then a Taylor series to double precision."""
+    if t > 0.5:
+        return -_cos_pi(1.0 - t)
+    x = math.pi * t  # in [0, pi/2]: 20 terms leave an error far below 1e-16
+    x2, term, total = x * x, 1.0, 1.0
+    for n in range(1, 21):
+        term = -term * x2 / ((2 * n - 1) * (2 * n))
+        total += term
+    return total
 
 
 @dataclass(frozen=True)

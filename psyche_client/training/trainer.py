@@ -87,6 +87,7 @@ class DistroTrainer:
         self.compressed_step = None  # the last step this client trained (its lookahead's step)
         self.applied_step = None  # the last step whose results are in the parameters
         self.replicas_stale = False  # data-parallel replicas hold rank 0's lookahead parameters
+        self.total_steps = None  # the run's, for the learning-rate schedule
         self.last_loss = None
 
     # ---------------------------------------------------------------- setup
@@ -98,6 +99,8 @@ class DistroTrainer:
         if self.model is not None and self.params_step == state.step:
             return
         kind = state.checkpoint.kind
+        config = getattr(state, "config", None)
+        self.total_steps = config.total_steps if config is not None else None
         if kind == CheckpointKind.P2P and fetch_snapshot is None:
             raise ModelUnavailable(
                 f"the run is at step {state.step} with a P2P checkpoint: its current model is "
@@ -195,7 +198,7 @@ class DistroTrainer:
         finally:
             self.optimizer.remove_lookahead()  # bit-exact: the parameters are the consensus's
         self.last_loss = total / n
-        sparse = self.optimizer.compress_step(self.spec.optimizer.lr_at(step))
+        sparse = self.optimizer.compress_step(self._lr(step))
         self.compressed_step = step
         payload = encode_payload(sparse, rice=self.spec.optimizer.rice)
         self.metrics.write(event="train", step=step, loss=self.last_loss, sequences=n,
@@ -205,6 +208,9 @@ class DistroTrainer:
                  f"result {len(payload):,} bytes")
         return payload
 
+    def _lr(self, step: int) -> float:
+        return self.spec.optimizer.lr_at(step, self.total_steps)
+
     def _lookahead(self, step: int) -> bool:
         """Step in this client's own update of the previous step when it is still in flight
         (trained, not yet applied); a client that did not train that step has none."""
@@ -212,14 +218,14 @@ class DistroTrainer:
         if (not self.optimizer.lookahead or self.compressed_step != prev
                 or (self.applied_step is not None and self.applied_step >= prev)):
             return False
-        self.optimizer.apply_lookahead(self.spec.optimizer.lr_at(prev))
+        self.optimizer.apply_lookahead(self._lr(prev))
         return True
 
     def apply(self, step: int, results: list) -> None:
         started = time.time()
         peers = [peer_result_from_training_result(r, layout=self.optimizer.layout())
                  for r in results]
-        self.optimizer.apply_results(peers, self.spec.optimizer.lr_at(step))
+        self.optimizer.apply_results(peers, self._lr(step))
         self.applied_step = step
         if self.group is not None:
             self.group.sync_params(self.model)
