@@ -68,20 +68,6 @@ pub fn anchor(e: AnchorError) -> TransactionError {
     custom_at(0, e as u32)
 }
 
-const PROGRAM_ERRORS: [PE; 11] = [
-    PE::SignerMismatch,
-    PE::NotAuthority,
-    PE::NotJoinAuthority,
-    PE::NotAuthorized,
-    PE::AuthorizationMismatch,
-    PE::WrongCoordinatorAccount,
-    PE::AccountIncorrectSize,
-    PE::AccountMisaligned,
-    PE::AccountAlreadyInitialized,
-    PE::RunIdInvalidLength,
-    PE::CloseNotHalted,
-];
-
 const ANCHOR_ERRORS: [AnchorError; 24] = [
     AnchorError::InstructionMissing,
     AnchorError::InstructionFallbackNotFound,
@@ -116,7 +102,7 @@ pub fn code_name(code: u32) -> String {
             return e.code().to_string();
         }
     }
-    if let Some(e) = PROGRAM_ERRORS.iter().find(|e| e.code() == code) {
+    if let Some(e) = PE::OWN.iter().find(|e| e.code() == code) {
         return e.name();
     }
     if let Some(e) = ANCHOR_ERRORS.iter().find(|e| **e as u32 == code) {

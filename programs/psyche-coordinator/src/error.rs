@@ -113,6 +113,22 @@ impl From<CoordinatorError> for CoordinatorProgramError {
 }
 
 impl CoordinatorProgramError {
+    /// The program's own errors (codes 6100..), in code order: the core's are
+    /// `CoordinatorError::ALL` through `From`.
+    pub const OWN: [Self; 11] = [
+        Self::SignerMismatch,
+        Self::NotAuthority,
+        Self::NotJoinAuthority,
+        Self::NotAuthorized,
+        Self::AuthorizationMismatch,
+        Self::WrongCoordinatorAccount,
+        Self::AccountIncorrectSize,
+        Self::AccountMisaligned,
+        Self::AccountAlreadyInitialized,
+        Self::RunIdInvalidLength,
+        Self::CloseNotHalted,
+    ];
+
     /// The on-chain error code (`ProgramError::Custom`): 6000 + the discriminant.
     pub fn code(self) -> u32 {
         u32::from(self)

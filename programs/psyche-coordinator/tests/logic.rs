@@ -141,20 +141,6 @@ fn run_config_params_round_trip() {
 
 // ---------------------------------------------------------------- errors
 
-const PROGRAM_ERRORS: [PE; 11] = [
-    PE::SignerMismatch,
-    PE::NotAuthority,
-    PE::NotJoinAuthority,
-    PE::NotAuthorized,
-    PE::AuthorizationMismatch,
-    PE::WrongCoordinatorAccount,
-    PE::AccountIncorrectSize,
-    PE::AccountMisaligned,
-    PE::AccountAlreadyInitialized,
-    PE::RunIdInvalidLength,
-    PE::CloseNotHalted,
-];
-
 #[test]
 fn every_core_error_has_a_program_error_of_the_same_name() {
     for e in CoordinatorError::ALL {
@@ -176,7 +162,7 @@ fn program_errors_follow_the_core_codes() {
         .iter()
         .map(|e| e.code().to_string())
         .collect();
-    for (i, p) in PROGRAM_ERRORS.iter().enumerate() {
+    for (i, p) in PE::OWN.iter().enumerate() {
         assert_eq!(p.code(), 6100 + i as u32, "{}", p.name());
         assert!(!names.contains(&p.name()), "duplicate {}", p.name());
         names.push(p.name());
