@@ -35,7 +35,7 @@ use psyche_coordinator::{
     CheckpointKindParam, CheckpointParams, CoordinatorAccount, CoordinatorInstance, RunConfigParams,
 };
 use psyche_coordinator_core::{
-    bloom::key_hex, committee, is_healthy, tick_deadline, CheckpointKind, ClientState,
+    bloom::key_hex, committee, is_healthy, tick_deadline, CheckpointKind, Client, ClientState,
     CoordinatorState, RunConfig, RunState, BLOOM_BITS, BLOOM_BYTES, MAX_CLIENTS, MAX_WITNESSES,
     NUM_STORED_ROUNDS, REPO_LEN, RUN_ID_LEN,
 };
@@ -1145,6 +1145,30 @@ fn zero<T: bytemuck::Pod>(v: &T) -> bool {
 /// bounds, unused slots all zero, unique signers and witnesses, participants among the
 /// clients, bloom padding clear, times not in the future; then the core's own read-only
 /// functions must not panic on it.
+/// The first `n` slots are clients in an allowed state, zero-padded, each signer once; the rest
+/// are all zero.
+fn check_slots(
+    name: &str,
+    slots: &[Client],
+    n: usize,
+    state_ok: impl Fn(u8) -> bool,
+) -> Result<(), String> {
+    for (i, c) in slots.iter().enumerate() {
+        if i >= n {
+            if !zero(c) {
+                return Err(format!("unused {name} slot {i} not zero"));
+            }
+        } else if !state_ok(c.state) {
+            return Err(format!("{name} {i} state {}", c.state));
+        } else if c._pad != [0; 7] {
+            return Err(format!("{name} {i} padding"));
+        } else if slots[..i].iter().any(|o| o.signer == c.signer) {
+            return Err(format!("{name} {i} signer twice"));
+        }
+    }
+    Ok(())
+}
+
 fn check_state(s: &CoordinatorState, now: i64) -> Result<(), String> {
     macro_rules! ensure {
         ($c:expr, $($m:tt)*) => {
@@ -1192,38 +1216,12 @@ fn check_state(s: &CoordinatorState, now: i64) -> Result<(), String> {
     );
     let (nc, np) = (h.clients_len as usize, h.pending_len as usize);
     ensure!(nc <= MAX_CLIENTS && np <= MAX_CLIENTS, "lengths {nc} {np}");
-    for (i, c) in s.clients.iter().enumerate() {
-        if i < nc {
-            ensure!(
-                c.state <= ClientState::Withdrawn as u8,
-                "client {i} state {}",
-                c.state
-            );
-            ensure!(c._pad == [0; 7], "client {i} padding");
-            ensure!(
-                !s.clients[..i].iter().any(|o| o.signer == c.signer),
-                "client {i} signer twice"
-            );
-        } else {
-            ensure!(zero(c), "unused client slot {i} not zero");
-        }
-    }
-    for (i, p) in s.pending.iter().enumerate() {
-        if i < np {
-            ensure!(
-                p.state == ClientState::Healthy as u8,
-                "pending {i} state {}",
-                p.state
-            );
-            ensure!(p._pad == [0; 7], "pending {i} padding");
-            ensure!(
-                !s.pending[..i].iter().any(|o| o.signer == p.signer),
-                "pending {i} signer twice"
-            );
-        } else {
-            ensure!(zero(p), "unused pending slot {i} not zero");
-        }
-    }
+    check_slots("client", &s.clients, nc, |st| {
+        st <= ClientState::Withdrawn as u8
+    })?;
+    check_slots("pending", &s.pending, np, |st| {
+        st == ClientState::Healthy as u8
+    })?;
     for (k, r) in s.rounds.iter().enumerate() {
         let nw = r.witnesses_len as usize;
         ensure!(nw <= MAX_WITNESSES, "round {k}: {nw} witnesses");
@@ -1400,4 +1398,25 @@ fn fuzz_instructions_through_the_runtime() {
         handler_errors > target / 20,
         "only {handler_errors} refusals by the handlers"
     );
+}
+
+#[test]
+fn the_slot_check_names_each_fault() {
+    let ok = |st: u8| st == ClientState::Healthy as u8;
+    let client = |k: u8| Client {
+        signer: [k; 32],
+        state: ClientState::Healthy as u8,
+        ..bytemuck::Zeroable::zeroed()
+    };
+    let good = [client(1), client(2), bytemuck::Zeroable::zeroed()];
+    assert_eq!(check_slots("pending", &good, 2, ok), Ok(()));
+    let fault = |f: &dyn Fn(&mut [Client; 3])| {
+        let mut s = good;
+        f(&mut s);
+        check_slots("pending", &s, 2, ok).unwrap_err()
+    };
+    assert_eq!(fault(&|s| s[2].state = 1), "unused pending slot 2 not zero");
+    assert_eq!(fault(&|s| s[1].state = 9), "pending 1 state 9");
+    assert_eq!(fault(&|s| s[0]._pad[3] = 1), "pending 0 padding");
+    assert_eq!(fault(&|s| s[1].signer = [1; 32]), "pending 1 signer twice");
 }
