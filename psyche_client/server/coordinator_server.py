@@ -231,9 +231,8 @@ class CoordinatorServer:
     # ---------------------------------------------------------------- main loop
     async def _tick_loop(self):
         while True:
-            self._changed.clear()
             changed = self.tick()
-            self._changed.clear()
+            self._changed.clear()  # this tick's own change needs no wake-up
             try:
                 await asyncio.wait_for(self._changed.wait(), self.next_wait(changed))
             except asyncio.TimeoutError:
