@@ -90,8 +90,7 @@ def run_distro(args, spec, train, heldout, topk, lr):
     for step in range(1, args.steps + late + 1):
         if step - late in pending:  # everyone applies the same set of payloads
             results = pending.pop(step - late)
-            for o in opts:
-                o.remove_lookahead()
+            for o in opts:  # compress_step took any lookahead back
                 o.apply_results(results, lr_at(args, lr, step - late))
         if step > args.steps:
             continue  # drain: apply what is still in flight, as the epoch's last rounds do
