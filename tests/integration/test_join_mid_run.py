@@ -13,7 +13,7 @@ import pytest
 import tomli_w
 
 from .harness import Cluster, Observer
-from .test_training import read_metrics
+from .test_training import applied_params, read_metrics
 
 pytest.importorskip("torch")
 pytest.importorskip("iroh")
@@ -98,11 +98,7 @@ def check(c, metrics, killed, end):
     assert "fetching the model" not in "\n".join(killed.lines)  # its first life began at seed
 
     # after every round a client applied, its parameters are everyone else's
-    applied = defaultdict(dict)
-    for n in logs:
-        for r in logs[n]:
-            if r["event"] == "apply":
-                applied[r["step"]].setdefault(n, set()).add(r["params"])
+    applied = applied_params(logs)
     for step, by_client in applied.items():
         hashes = set().union(*by_client.values())
         assert len(hashes) == 1, f"step {step}: parameters differ: {by_client}"
