@@ -11,6 +11,10 @@ use psyche_coordinator_core::CoordinatorError;
 /// First code of the program's own errors (after the core's).
 pub const PROGRAM_ERRORS_START: u32 = 100;
 
+/// What an instruction's logic returns: the program error itself, without Anchor's wrapping,
+/// so that tests compare it directly.
+pub type LogicResult<T = ()> = core::result::Result<T, CoordinatorProgramError>;
+
 #[error_code]
 #[derive(PartialEq, Eq)]
 pub enum CoordinatorProgramError {

@@ -1,7 +1,10 @@
 //! Psyche coordinator Anchor program: thin instruction handlers over the pure state machine of
 //! `psyche-coordinator-core`. The coordinator account's data is the core's `CoordinatorState`
 //! (zero-copy); every handler reads the Clock, checks authorities, calls the core and, after a
-//! client operation, ticks the core as the Python server does (see `logic`).
+//! client operation, ticks the core as the Python server does (see `instructions::tick`).
+//!
+//! Laid out as Anchor's `multiple` template: `instructions/<instruction>.rs` (accounts,
+//! constraints, logic, handler), `state/` (the accounts), `constants.rs`, `error.rs`.
 
 // Two lints are off for the crate because of code that Anchor generates, and back on
 // (`#[warn(...)]`, an error under `-D warnings`) for every module written by hand, the
@@ -16,39 +19,40 @@
 
 use anchor_lang::prelude::*;
 
-pub mod contexts;
-pub mod coordinator_account;
+#[warn(deprecated, clippy::large_stack_frames)]
+pub mod constants;
 #[warn(deprecated, clippy::large_stack_frames)]
 pub mod error;
 #[warn(deprecated, clippy::large_stack_frames)]
-pub mod logic;
+pub mod instructions;
 #[warn(deprecated, clippy::large_stack_frames)]
 pub mod state;
 
-pub use contexts::*;
-pub use coordinator_account::CoordinatorAccount;
+pub use constants::*;
 pub use error::CoordinatorProgramError;
+pub use instructions::*;
 pub use state::*;
 
 declare_id!("HFqAvrnHxzXjDJsL2u5ywDiBQxoLuGnuoeGVJ6kA6Svk");
 
-/// The Clock sysvar's time as the core's `now` (negative: `InvalidOperation`).
-#[warn(deprecated, clippy::large_stack_frames)]
-fn now() -> Result<u64> {
-    Ok(logic::now_from_unix_timestamp(
-        Clock::get()?.unix_timestamp,
-    )?)
-}
-
-/// Checks the coordinator account's exact size before it is loaded (a size that
-/// `init_coordinator` refused never carries the discriminator, but a shorter account would make
-/// Anchor's loader panic instead of failing with a named error).
-#[warn(deprecated, clippy::large_stack_frames)]
-fn check_account_size(account: &AccountLoader<'_, CoordinatorAccount>) -> Result<()> {
-    if account.as_ref().data_len() != CoordinatorAccount::SPACE {
-        return Err(CoordinatorProgramError::AccountIncorrectSize.into());
-    }
-    Ok(())
+/// What each instruction does to the state, without Anchor's account machinery: plain
+/// functions over `&mut CoordinatorState` (the account data), the time and the signer, so they
+/// can be tested on a boxed state and are called the same way by the handlers. Each lives in
+/// its instruction's module; this gathers them under one name.
+pub mod logic {
+    pub use crate::error::LogicResult as Result;
+    pub use crate::instructions::checkpoint::checkpoint;
+    pub use crate::instructions::free_coordinator::check_free;
+    pub use crate::instructions::health_check::health_check;
+    pub use crate::instructions::init_coordinator::{check_run_id_length, init_account_data};
+    pub use crate::instructions::join_run::{check_join_permission, join_run};
+    pub use crate::instructions::run_accounts::now_from_unix_timestamp;
+    pub use crate::instructions::set_paused::set_paused;
+    pub use crate::instructions::tick::tick;
+    pub use crate::instructions::update::update;
+    pub use crate::instructions::warmup_witness::warmup_witness;
+    pub use crate::instructions::withdraw::withdraw;
+    pub use crate::instructions::witness::witness;
 }
 
 #[warn(deprecated, clippy::large_stack_frames)]
@@ -67,20 +71,15 @@ pub mod psyche_coordinator {
         config: RunConfigParams,
         run_seed: u64,
     ) -> Result<()> {
-        let account_key = ctx.accounts.coordinator_account.key();
-        {
-            let info = ctx.accounts.coordinator_account.to_account_info();
-            let mut data = info.try_borrow_mut_data()?;
-            logic::init_account_data(&mut data, &run_id, &config.to_core(), run_seed)?;
-        }
-        let instance = &mut ctx.accounts.coordinator_instance;
-        instance.bump = ctx.bumps.coordinator_instance;
-        instance.main_authority = main_authority;
-        instance.join_authority = join_authority;
-        instance.permissionless = permissionless;
-        instance.coordinator_account = account_key;
-        instance.run_id = run_id;
-        Ok(())
+        init_coordinator::handler(
+            ctx,
+            run_id,
+            main_authority,
+            join_authority,
+            permissionless,
+            config,
+            run_seed,
+        )
     }
 
     /// Main authority; the run must be halted (`UpdateNotHalted`, `RunFinished`).
@@ -89,55 +88,22 @@ pub mod psyche_coordinator {
         config: Option<RunConfigParams>,
         checkpoint: Option<CheckpointParams>,
     ) -> Result<()> {
-        let now = now()?;
-        check_account_size(&ctx.accounts.coordinator_account)?;
-        let mut account = ctx.accounts.coordinator_account.load_mut()?;
-        logic::update(
-            account.state_mut(),
-            now,
-            config.as_ref(),
-            checkpoint.as_ref(),
-        )?;
-        Ok(())
+        update::handler(ctx, config, checkpoint)
     }
 
     /// Main authority: `true` pauses (the core's `pause`), `false` resumes (`resume`).
     pub fn set_paused(ctx: Context<OwnerCoordinatorAccounts>, paused: bool) -> Result<()> {
-        let now = now()?;
-        check_account_size(&ctx.accounts.coordinator_account)?;
-        let mut account = ctx.accounts.coordinator_account.load_mut()?;
-        logic::set_paused(account.state_mut(), now, paused)?;
-        Ok(())
+        set_paused::handler(ctx, paused)
     }
 
     /// The signer joins the next epoch with its p2p identity; then tick.
     pub fn join_run(ctx: Context<JoinRunAccounts>, p2p_identity: [u8; 32]) -> Result<()> {
-        let now = now()?;
-        let accounts = &ctx.accounts;
-        logic::check_join_permission(
-            &accounts.coordinator_instance,
-            &accounts.coordinator_instance.key(),
-            &accounts.user.key(),
-            accounts.authorization.as_deref(),
-        )?;
-        check_account_size(&accounts.coordinator_account)?;
-        let mut account = accounts.coordinator_account.load_mut()?;
-        logic::join_run(
-            account.state_mut(),
-            now,
-            &accounts.user.key(),
-            &p2p_identity,
-        )?;
-        Ok(())
+        join_run::handler(ctx, p2p_identity)
     }
 
     /// Anyone: advance the state machine by the clock (`Halted` when halted).
     pub fn tick(ctx: Context<PermissionlessCoordinatorAccounts>) -> Result<()> {
-        let now = now()?;
-        check_account_size(&ctx.accounts.coordinator_account)?;
-        let mut account = ctx.accounts.coordinator_account.load_mut()?;
-        logic::tick(account.state_mut(), now)?;
-        Ok(())
+        tick::handler(ctx)
     }
 
     /// An elected witness reports the round's blooms (356 bytes each) and merkle root; then tick.
@@ -149,21 +115,14 @@ pub mod psyche_coordinator {
         broadcast_bloom: Vec<u8>,
         broadcast_merkle: [u8; 32],
     ) -> Result<()> {
-        let now = now()?;
-        check_account_size(&ctx.accounts.coordinator_account)?;
-        let user = ctx.accounts.user.key();
-        let mut account = ctx.accounts.coordinator_account.load_mut()?;
-        logic::witness(
-            account.state_mut(),
-            now,
-            &user,
+        witness::handler(
+            ctx,
             index,
             step,
-            &participant_bloom,
-            &broadcast_bloom,
-            &broadcast_merkle,
-        )?;
-        Ok(())
+            participant_bloom,
+            broadcast_bloom,
+            broadcast_merkle,
+        )
     }
 
     /// A client has the model loaded (Warmup); then tick.
@@ -171,12 +130,7 @@ pub mod psyche_coordinator {
         ctx: Context<PermissionlessCoordinatorAccounts>,
         index: u32,
     ) -> Result<()> {
-        let now = now()?;
-        check_account_size(&ctx.accounts.coordinator_account)?;
-        let user = ctx.accounts.user.key();
-        let mut account = ctx.accounts.coordinator_account.load_mut()?;
-        logic::warmup_witness(account.state_mut(), now, &user, index)?;
-        Ok(())
+        warmup_witness::handler(ctx, index)
     }
 
     /// A client names unhealthy peers (1 to 256 client indices); then tick.
@@ -185,12 +139,7 @@ pub mod psyche_coordinator {
         index: u32,
         targets: Vec<u16>,
     ) -> Result<()> {
-        let now = now()?;
-        check_account_size(&ctx.accounts.coordinator_account)?;
-        let user = ctx.accounts.user.key();
-        let mut account = ctx.accounts.coordinator_account.load_mut()?;
-        logic::health_check(account.state_mut(), now, &user, index, &targets)?;
-        Ok(())
+        health_check::handler(ctx, index, targets)
     }
 
     /// An elected checkpointer reports the uploaded model (repo, revision); then tick.
@@ -200,45 +149,28 @@ pub mod psyche_coordinator {
         repo: String,
         revision: String,
     ) -> Result<()> {
-        let now = now()?;
-        check_account_size(&ctx.accounts.coordinator_account)?;
-        let user = ctx.accounts.user.key();
-        let mut account = ctx.accounts.coordinator_account.load_mut()?;
-        logic::checkpoint(account.state_mut(), now, &user, index, &repo, &revision)?;
-        Ok(())
+        checkpoint::handler(ctx, index, repo, revision)
     }
 
     /// The signer leaves (the next epoch, and this one if healthy); then tick.
     pub fn withdraw(ctx: Context<PermissionlessCoordinatorAccounts>) -> Result<()> {
-        let now = now()?;
-        check_account_size(&ctx.accounts.coordinator_account)?;
-        let user = ctx.accounts.user.key();
-        let mut account = ctx.accounts.coordinator_account.load_mut()?;
-        logic::withdraw(account.state_mut(), now, &user)?;
-        Ok(())
+        withdraw::handler(ctx)
     }
 
     /// Main authority, halted runs only: closes the instance and the coordinator account,
     /// their lamports go to `spill`.
     pub fn free_coordinator(ctx: Context<FreeCoordinator>) -> Result<()> {
-        check_account_size(&ctx.accounts.coordinator_account)?;
-        let account = ctx.accounts.coordinator_account.load()?;
-        logic::check_free(account.state())?;
-        Ok(())
+        free_coordinator::handler(ctx)
     }
 
     /// Join authority: lets `grantee` join this (permissioned) run.
     pub fn authorize_joiner(ctx: Context<AuthorizeJoiner>, grantee: Pubkey) -> Result<()> {
-        let authorization = &mut ctx.accounts.authorization;
-        authorization.bump = ctx.bumps.authorization;
-        authorization.coordinator_instance = ctx.accounts.coordinator_instance.key();
-        authorization.grantee = grantee;
-        Ok(())
+        authorize_joiner::handler(ctx, grantee)
     }
 
     /// Join authority: removes a grantee's authorization (its lamports go to `spill`).
     /// Clients already joined stay; the grantee cannot join again.
-    pub fn revoke_joiner(_ctx: Context<RevokeJoiner>) -> Result<()> {
-        Ok(())
+    pub fn revoke_joiner(ctx: Context<RevokeJoiner>) -> Result<()> {
+        revoke_joiner::handler(ctx)
     }
 }

@@ -1,0 +1,88 @@
+//! The account lists that several instructions share, and the prologue of every instruction
+//! that reads or changes the run's state, written once: read the Clock, check the account's
+//! size, load it zero-copy.
+
+use anchor_lang::prelude::*;
+use psyche_coordinator_core::CoordinatorState;
+
+use crate::error::{CoordinatorProgramError as E, LogicResult};
+use crate::state::{CoordinatorAccount, CoordinatorInstance};
+
+/// Instructions of the run's main authority (`update`, `set_paused`).
+#[derive(Accounts)]
+pub struct OwnerCoordinatorAccounts<'info> {
+    pub authority: Signer<'info>,
+    #[account(
+        constraint = coordinator_instance.main_authority == authority.key() @ E::NotAuthority,
+    )]
+    pub coordinator_instance: Account<'info, CoordinatorInstance>,
+    #[account(
+        mut,
+        address = coordinator_instance.coordinator_account @ E::WrongCoordinatorAccount,
+    )]
+    pub coordinator_account: AccountLoader<'info, CoordinatorAccount>,
+}
+
+/// Instructions anyone may send (`tick`) and the clients' own (`withdraw`, `warmup_witness`,
+/// `witness`, `health_check`, `checkpoint`: the core checks that `user` is the client).
+#[derive(Accounts)]
+pub struct PermissionlessCoordinatorAccounts<'info> {
+    pub user: Signer<'info>,
+    pub coordinator_instance: Account<'info, CoordinatorInstance>,
+    #[account(
+        mut,
+        address = coordinator_instance.coordinator_account @ E::WrongCoordinatorAccount,
+    )]
+    pub coordinator_account: AccountLoader<'info, CoordinatorAccount>,
+}
+
+/// The Clock's `unix_timestamp` as the core's `now`: a negative time is refused as
+/// `InvalidOperation`, as Python's `apply` does ("time must be a non-negative integer").
+pub fn now_from_unix_timestamp(unix_timestamp: i64) -> LogicResult<u64> {
+    u64::try_from(unix_timestamp).map_err(|_| E::InvalidOperation)
+}
+
+/// The accounts of an instruction over the run's state (`coordinator_account`, already
+/// checked to be the run's by its `address` constraint).
+pub trait RunAccounts<'info> {
+    fn coordinator_account(&self) -> &AccountLoader<'info, CoordinatorAccount>;
+
+    /// The instruction's own checks, after the Clock is read and before the state is loaded
+    /// (`join_run`'s permission); none by default.
+    fn authorize(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// The coordinator account once its exact size is checked: a size that `init_coordinator`
+    /// refused never carries the discriminator, but a shorter account would make Anchor's
+    /// loader panic instead of failing with a named error.
+    fn sized_coordinator_account(&self) -> Result<&AccountLoader<'info, CoordinatorAccount>> {
+        let account = self.coordinator_account();
+        if account.as_ref().data_len() != CoordinatorAccount::SPACE {
+            return Err(E::AccountIncorrectSize.into());
+        }
+        Ok(account)
+    }
+
+    /// The prologue, then `op` on the state at the Clock's time: `now` (negative:
+    /// `InvalidOperation`), [`authorize`](Self::authorize), the size check, the zero-copy load.
+    fn apply(&self, op: impl FnOnce(&mut CoordinatorState, u64) -> LogicResult) -> Result<()> {
+        let now = now_from_unix_timestamp(Clock::get()?.unix_timestamp)?;
+        self.authorize()?;
+        let mut account = self.sized_coordinator_account()?.load_mut()?;
+        op(account.state_mut(), now)?;
+        Ok(())
+    }
+}
+
+impl<'info> RunAccounts<'info> for OwnerCoordinatorAccounts<'info> {
+    fn coordinator_account(&self) -> &AccountLoader<'info, CoordinatorAccount> {
+        &self.coordinator_account
+    }
+}
+
+impl<'info> RunAccounts<'info> for PermissionlessCoordinatorAccounts<'info> {
+    fn coordinator_account(&self) -> &AccountLoader<'info, CoordinatorAccount> {
+        &self.coordinator_account
+    }
+}
