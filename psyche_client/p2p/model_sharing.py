@@ -27,16 +27,12 @@ import random
 import time
 from dataclasses import asdict, dataclass
 
-from .iroh_node import BadRequest, P2PError
+from .errors import BadRequest, ModelSharingError, P2PError
 
 MODEL_ALPN = b"psyche/model/1"
 MAX_REQUEST = 256
 MAX_REPLY = 4096
 MIN_RATE = 5e6  # bytes/s a snapshot transfer may not fall below before it times out
-
-
-class ModelSharingError(P2PError):
-    """No verified model could be had from the peers in the time allowed."""
 
 
 def _is_hash(v) -> bool:

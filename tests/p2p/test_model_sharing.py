@@ -15,10 +15,12 @@ from psyche_coordinator_core import Checkpoint, CheckpointKind  # noqa: E402
 from psyche_client.data.token_files import write_tokens  # noqa: E402
 from psyche_client.identity import Identity  # noqa: E402
 from psyche_client.p2p import model_sharing  # noqa: E402
-from psyche_client.p2p.iroh_node import BadRequest, IrohNode, RequestError, blob_hash  # noqa: E402
+from psyche_client.p2p.blobs import blob_hash  # noqa: E402
+from psyche_client.p2p.errors import BadRequest, ModelSharingError, RequestError  # noqa: E402
+from psyche_client.p2p.iroh_node import IrohNode  # noqa: E402
 from psyche_client.p2p.model_sharing import (MAX_REQUEST, MODEL_ALPN, ModelManifest,  # noqa: E402
-                                             ModelSharing, ModelSharingError, choose_majority,
-                                             fetch_model, request_manifest)
+                                             ModelSharing, choose_majority, fetch_model,
+                                             request_manifest)
 from psyche_client.training.errors import ModelUnavailable  # noqa: E402
 from psyche_client.training.model import build_model, parameter_hash  # noqa: E402
 from psyche_client.training.snapshot import encode_snapshot, layout_of, size_limit  # noqa: E402
