@@ -3,6 +3,7 @@ offer, outvotes a tampered one, rejects bytes that do not match their hash, and 
 unanswerable request gets a clear answer without harming the serving node."""
 
 import asyncio
+import logging
 from types import SimpleNamespace
 
 import pytest
@@ -169,15 +170,19 @@ def test_bytes_that_do_not_match_the_blob_hash_are_rejected(monkeypatch):
     run(main())
 
 
-def test_a_peer_without_a_snapshot_and_bad_requests_get_clear_answers():
+def test_a_peer_without_a_snapshot_and_bad_requests_get_clear_answers(caplog):
+    caplog.set_level(logging.INFO, logger=model_sharing.__name__)
+
     async def main():
         servers, sharings, joiner = await network(1)
         try:
             assert await request_manifest(joiner, "p0") is None  # no snapshot yet: no error
             fresh, layout, limit = joiner_view()
             with pytest.raises(ModelSharingError):  # nobody has one: give up when time is up
-                await fetch_model(joiner, lambda: ["p0"], STEP, layout, limit,
-                                  log=lambda *_: None, timeout=1, retry_delay=0.2)
+                await fetch_model(joiner, lambda: ["p0"], STEP, layout, limit, timeout=1,
+                                  retry_delay=0.2)
+            # without a log callback the attempts go to the module's logger
+            assert any("no snapshot for step" in r.getMessage() for r in caplog.records)
             for raw, why in ((b"not json", "not JSON"), (b'{"type": "weights"}', "unknown request"),
                              (b"[1]", "unknown request"),
                              (b"x" * (MAX_REQUEST + 1), f"over {MAX_REQUEST} bytes")):
