@@ -1,146 +1,32 @@
-"""Peer to peer over iroh (QUIC): a content-addressed blob protocol and an announcement protocol.
+"""IrohNode: one iroh (QUIC) endpoint per client, with its connection cache, the announcement
+protocol and request/reply protocols; the blob protocol's streams are handled by blobs.py.
 
-iroh 1.2.0's Python binding offers endpoints, connections and streams only, so both protocols
-are built here on top of them. Each is its own ALPN on one endpoint:
-
-- BLOB_ALPN (b"psyche/blob/1"): a client opens a bi stream and sends the 32-byte SHA-256 of
-  the blob it wants, then finishes its side. The server answers one status byte (0 found,
-  1 not found, 2 bad request); when found, an 8-byte big-endian size and the blob, then finishes.
-  The fetcher refuses sizes over its limit before reading them, hashes what arrives and raises
-  BlobHashMismatch when it is not the blob asked for. Connections are cached per peer; every
-  request is one stream.
-- ANNOUNCE_ALPN (b"psyche/announce/1"): each announcement is one uni stream holding one JSON
-  object (at most MAX_ANNOUNCEMENT bytes). The receiver sets `msg["from"]` to the sender's
-  endpoint id (hex) as authenticated by QUIC's TLS handshake, overwriting whatever the sender
-  put there, and calls `on_announcement(msg)`. Announcements are small and say what is
-  available ("result R of client C is at blob H"); the data itself moves as a blob, fetched by
-  whoever needs it (see iroh_results.py).
-- Request/reply protocols registered with `serve(alpn, handler)` before `start()` (model sharing,
-  model_sharing.py, is one): each request is one bi stream; the client sends at most the
-  protocol's `max_request` bytes and finishes; the server answers one status byte (0 ok, 2 bad
-  request, 3 failed) and the reply body (for 2 and 3: a UTF-8 reason), then finishes. A handler
-  refuses a request by raising BadRequest; any other exception is logged and answered with 3, so
-  no request can take the serving node down. `request()` raises RequestError on 2 and 3.
-
-Hash: SHA-256 (hashlib, ~1.3 GB/s with SHA-NI here). It needs no new dependency, it is the hash
-the project already commits to results with, and it is far faster than the link. (BLAKE3 would
-make ids match iroh-blobs' but would add a package without buying verified streaming, which
-this protocol does not do: a blob is checked when it has arrived whole.)
-
-Addresses: `start()` returns the endpoint's iroh ticket string (endpoint id, relay url if any,
-direct addresses), which is what peers publish and what `set_peers({p2p_id_hex: ticket})`
-takes. Given the client's identity seed as `secret_key`, the endpoint id *is* the client's
-ed25519 public key, i.e. its p2p id, so a peer's transport identity is its signing identity.
-
-Relays are disabled unless `relay_url` is given (then that relay only, for real deployments;
-no discovery services are used either way). With the default host 127.0.0.1 the endpoint binds
-127.0.0.1 and [::1] only, so tests stay on loopback. Importing this module installs the send
-fast path of iroh_fastpath (and fails with IrohFastPathError on any iroh other than 1.2.0).
-"""
+The protocols' wire formats, addresses and relays are described in the package docstring
+(p2p/__init__.py). Importing this module installs the send fast path of iroh_fastpath (and
+fails with IrohFastPathError on any iroh other than 1.2.0)."""
 
 import asyncio
-import hashlib
 import inspect
 import ipaddress
 import json
 import logging
-from collections import OrderedDict
 
-from . import iroh_fastpath
+from . import blobs, iroh_fastpath
+from .blobs import BLOB_ALPN, DEFAULT_MAX_BLOB, BlobStore, hash_bytes
+from .errors import BadRequest, BlobError, P2PError, RequestError
 
 iroh_fastpath.install()
 
 import iroh  # noqa: E402  (after the fast path is in place)
 
-BLOB_ALPN = b"psyche/blob/1"
 ANNOUNCE_ALPN = b"psyche/announce/1"
 MAX_ANNOUNCEMENT = 64 << 10
-DEFAULT_MAX_BLOB = 1 << 30
-CHUNK = 1 << 20  # bytes per stream write / read call: large enough to amortise the FFI hop
 
-_FOUND, _NOT_FOUND, _BAD_REQUEST = 0, 1, 2
 _REPLY_OK, _REPLY_BAD_REQUEST, _REPLY_FAILED = 0, 2, 3
 MAX_REASON = 200  # bytes of a refusal's reason that travel back
-_ERR_TOO_LARGE = 1  # application error codes for stream stop / connection close
-_CLOSE_NORMAL, _CLOSE_UNKNOWN_ALPN = 0, 1
+_CLOSE_NORMAL, _CLOSE_UNKNOWN_ALPN = 0, 1  # application error codes for closing a connection
 
-log = logging.getLogger(__name__)
-
-
-class P2PError(Exception):
-    pass
-
-
-class BlobError(P2PError):
-    pass
-
-
-class BlobNotFound(BlobError):
-    pass
-
-
-class BlobTooLarge(BlobError):
-    pass
-
-
-class BlobHashMismatch(BlobError):
-    pass
-
-
-class RequestError(P2PError):
-    """A request/reply exchange failed: unreachable peer, timeout, refusal or oversized reply."""
-
-
-class BadRequest(P2PError):
-    """Raised by a request handler to refuse the request; its message goes back to the peer."""
-
-
-def blob_hash(data) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _hash_bytes(hash_hex: str) -> bytes:
-    try:
-        raw = bytes.fromhex(hash_hex)
-    except (TypeError, ValueError):
-        raw = b""
-    if len(raw) != 32:
-        raise BlobError(f"not a blob hash: {hash_hex!r}")
-    return raw
-
-
-class BlobStore:
-    """Blobs in memory by hash; with `max_bytes`, the oldest are dropped to stay under it."""
-
-    def __init__(self, max_bytes=None):
-        self.max_bytes = max_bytes
-        self._blobs = OrderedDict()
-        self.total = 0
-
-    def add(self, data) -> str:
-        data = bytes(data)
-        h = blob_hash(data)
-        if h not in self._blobs:
-            self._blobs[h] = data
-            self.total += len(data)
-            while self.max_bytes is not None and self.total > self.max_bytes and len(self._blobs) > 1:
-                self.total -= len(self._blobs.popitem(last=False)[1])
-        return h
-
-    def get(self, hash_hex: str):
-        return self._blobs.get(hash_hex)
-
-    def remove(self, hash_hex: str) -> bool:
-        data = self._blobs.pop(hash_hex, None)
-        if data is not None:
-            self.total -= len(data)
-        return data is not None
-
-    def __contains__(self, hash_hex) -> bool:
-        return hash_hex in self._blobs
-
-    def __len__(self) -> int:
-        return len(self._blobs)
+logger = logging.getLogger(__name__)
 
 
 class _LoopbackPreset(iroh.Preset):
@@ -225,8 +111,8 @@ class IrohNode:
             try:
                 await asyncio.wait_for(self.endpoint.online(), self.timeout)
             except asyncio.TimeoutError:
-                log.warning("relay %s not reached in %ss; going on without it", self.relay_url,
-                            self.timeout)
+                logger.warning("relay %s not reached in %ss; going on without it",
+                               self.relay_url, self.timeout)
         self._spawn(self._accept_loop())
         return self.addr()
 
@@ -270,7 +156,7 @@ class IrohNode:
                 try:
                     a = parse_addr(v)
                 except P2PError as e:
-                    log.warning("peer %s: %s", k, e)
+                    logger.warning("peer %s: %s", k, e)
                     continue
                 if k in self.peers:
                     moved.add(str(a.id()))
@@ -367,11 +253,11 @@ class IrohNode:
             return await asyncio.wait_for(self._on_connection(addr, ANNOUNCE_ALPN, push),
                                           self.timeout)
         except asyncio.TimeoutError:
-            log.debug("announce to %s: timed out", addr.id())
+            logger.debug("announce to %s: timed out", addr.id())
             self._forget(addr, ANNOUNCE_ALPN)
             return False
         except iroh.IrohError as e:
-            log.debug("announce to %s: %r", addr.id(), e)
+            logger.debug("announce to %s: %r", addr.id(), e)
             return False
 
     # blobs
@@ -384,44 +270,22 @@ class IrohNode:
 
         Raises BlobNotFound, BlobTooLarge (over `max_size`, default the node's max_blob_size),
         BlobHashMismatch, or BlobError for anything else (unreachable peer, timeout, reset)."""
-        raw = _hash_bytes(hash_hex)
+        raw = hash_bytes(hash_hex)
         addr = self._resolve(peer)
         limit = self.max_blob_size if max_size is None else max_size
+
+        async def exchange():
+            recv, status = await self._on_connection(addr, BLOB_ALPN,
+                                                     lambda conn: blobs.ask(conn, raw))
+            return await blobs.receive(recv, status, raw, limit, addr.id())
+
         try:
-            return await asyncio.wait_for(self._fetch(addr, raw, limit),
-                                          self.timeout if timeout is None else timeout)
+            return await asyncio.wait_for(exchange(), self.timeout if timeout is None else timeout)
         except asyncio.TimeoutError:
             self._forget(addr, BLOB_ALPN)
             raise BlobError(f"fetching blob {hash_hex[:16]} from {addr.id()}: timed out") from None
         except iroh.IrohError as e:
             raise BlobError(f"fetching blob {hash_hex[:16]} from {addr.id()}: {e}") from None
-
-    async def _fetch(self, addr, raw, limit) -> bytes:
-        async def request(conn):
-            bi = await conn.open_bi()
-            send, recv = bi.send(), bi.recv()
-            await send.write_all(raw)
-            await send.finish()
-            return recv, (await recv.read_exact(1))[0]
-
-        recv, status = await self._on_connection(addr, BLOB_ALPN, request)
-        if status == _NOT_FOUND:
-            raise BlobNotFound(f"peer {addr.id()} has no blob {raw.hex()}")
-        if status != _FOUND:
-            raise BlobError(f"peer {addr.id()} refused the request (status {status})")
-        size = int.from_bytes(await recv.read_exact(8), "big")
-        if size > limit:
-            await recv.stop(_ERR_TOO_LARGE)
-            raise BlobTooLarge(f"blob {raw.hex()} is {size} bytes, over the limit of {limit}")
-        chunks, h, got = [], hashlib.sha256(), 0
-        while got < size:
-            chunk = await recv.read_exact(min(CHUNK, size - got))
-            h.update(chunk)
-            chunks.append(chunk)
-            got += len(chunk)
-        if h.digest() != raw:
-            raise BlobHashMismatch(f"peer {addr.id()} sent data that does not hash to {raw.hex()}")
-        return b"".join(chunks)
 
     # request/reply
     async def request(self, peer, alpn: bytes, data: bytes, max_reply: int,
@@ -474,12 +338,12 @@ class IrohNode:
                 except BadRequest as e:
                     reply = bytes([_REPLY_BAD_REQUEST]) + str(e).encode()[:MAX_REASON]
                 except Exception as e:  # a bug or a bad state must not end the node
-                    log.exception("request handler for %r failed", alpn)
+                    logger.exception("request handler for %r failed", alpn)
                     reply = bytes([_REPLY_FAILED]) + type(e).__name__.encode()[:MAX_REASON]
             await send.write_all(reply)
             await send.finish()
         except (iroh.IrohError, asyncio.TimeoutError) as e:
-            log.debug("serving a %r request: %s", alpn, e)  # e.g. the requester went away
+            logger.debug("serving a %r request: %s", alpn, e)  # e.g. the requester went away
 
     # incoming connections
     async def _accept_loop(self):
@@ -487,7 +351,7 @@ class IrohNode:
             try:
                 incoming = await self.endpoint.accept_next()
             except iroh.IrohError as e:
-                log.debug("accept: %s", e)
+                logger.debug("accept: %s", e)
                 return
             if incoming is None:  # endpoint closed
                 return
@@ -499,7 +363,7 @@ class IrohNode:
             alpn = await accepting.alpn()
             conn = await asyncio.wait_for(accepting.connect(), self.timeout)
         except (iroh.IrohError, asyncio.TimeoutError) as e:
-            log.debug("incoming connection failed: %s", e)
+            logger.debug("incoming connection failed: %s", e)
             return
         remote = str(conn.remote_id())
         self._incoming.setdefault(remote, set()).add(conn)
@@ -507,7 +371,7 @@ class IrohNode:
             if alpn == BLOB_ALPN:
                 while True:
                     bi = await conn.accept_bi()
-                    self._spawn(self._serve_blob(bi))
+                    self._spawn(blobs.serve(bi, self.store, self.timeout))
             elif alpn == ANNOUNCE_ALPN:
                 while True:
                     stream = await conn.accept_uni()
@@ -519,7 +383,7 @@ class IrohNode:
             else:
                 conn.close(_CLOSE_UNKNOWN_ALPN, b"unknown protocol")
         except iroh.IrohError as e:
-            log.debug("incoming connection ended: %s", e)  # mostly: the peer closed it
+            logger.debug("incoming connection ended: %s", e)  # mostly: the peer closed it
         finally:
             conns = self._incoming.get(remote)
             if conns is not None:
@@ -527,38 +391,16 @@ class IrohNode:
                 if not conns:
                     del self._incoming[remote]
 
-    async def _serve_blob(self, bi):
-        send, recv = bi.send(), bi.recv()
-        try:
-            try:
-                request = await asyncio.wait_for(recv.read_to_end(64), self.timeout)
-            except iroh.IrohError:  # over 64 bytes: answer, rather than leave the fetcher waiting
-                request = b""
-            if len(request) != 32:
-                await send.write_all(bytes([_BAD_REQUEST]))
-            else:
-                data = self.store.get(request.hex())
-                if data is None:
-                    await send.write_all(bytes([_NOT_FOUND]))
-                else:
-                    await send.write_all(bytes([_FOUND]) + len(data).to_bytes(8, "big"))
-                    view = memoryview(data)
-                    for off in range(0, len(data), CHUNK):
-                        await send.write_all(view[off:off + CHUNK])
-            await send.finish()
-        except (iroh.IrohError, asyncio.TimeoutError) as e:
-            log.debug("serving a blob: %s", e)  # e.g. the fetcher stopped reading (too large)
-
     async def _receive_announcement(self, stream, sender):
         try:
             raw = await asyncio.wait_for(stream.read_to_end(MAX_ANNOUNCEMENT), self.timeout)
             msg = json.loads(raw)
         except (iroh.IrohError, asyncio.TimeoutError, ValueError) as e:
-            log.debug("dropped an announcement from %s: %s", sender, e)
+            logger.debug("dropped an announcement from %s: %s", sender, e)
             return
         if isinstance(msg, dict) and self.on_announcement is not None:
             msg["from"] = sender
             try:
                 self.on_announcement(msg)
             except Exception:
-                log.exception("on_announcement failed")
+                logger.exception("on_announcement failed")

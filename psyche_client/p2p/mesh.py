@@ -11,7 +11,7 @@ from websockets.asyncio.client import connect
 from websockets.asyncio.server import serve
 
 MAX_PEER_MESSAGE = 8 << 20
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 
 class PeerMesh:

@@ -23,20 +23,19 @@ holder that delivers, or no answer at all: ask again after a pause, until the ti
 
 import asyncio
 import json
+import logging
 import random
 import time
 from dataclasses import asdict, dataclass
 
-from .iroh_node import BadRequest, P2PError
+from .errors import BadRequest, ModelSharingError, P2PError
 
 MODEL_ALPN = b"psyche/model/1"
 MAX_REQUEST = 256
 MAX_REPLY = 4096
 MIN_RATE = 5e6  # bytes/s a snapshot transfer may not fall below before it times out
 
-
-class ModelSharingError(P2PError):
-    """No verified model could be had from the peers in the time allowed."""
+logger = logging.getLogger(__name__)
 
 
 def _is_hash(v) -> bool:
@@ -182,12 +181,14 @@ async def _fetch_from(node, manifest, holders, deadline, log):
     return None
 
 
-async def fetch_model(node, peers, step: int, layout: str, max_size: int, log=print,
+async def fetch_model(node, peers, step: int, layout: str, max_size: int, log=None,
                       timeout=300.0, request_timeout=10.0, retry_delay=2.0):
     """(ModelManifest, blob bytes) that a majority of the answering peers offer for `step` and
     `layout`, the bytes verified against the manifest's blob hash. `peers()` returns the ids of
     the peers to ask (asked again on each attempt: the epoch's clients can change). Raises
-    ModelSharingError when nothing verified arrives within `timeout` seconds."""
+    ModelSharingError when nothing verified arrives within `timeout` seconds. Progress goes to
+    `log(line)` when given (the client's prefixed lines), else to this module's logger."""
+    log = log or logger.info
     deadline = time.monotonic() + timeout
     attempt = 0
     while True:

@@ -7,19 +7,25 @@ with clients that join a run in progress, else None.
 - IrohTransport (default): QUIC via iroh; a result is announced (its signed header) and its
   payload moves as a content-addressed blob fetched from the announcer; shares the model.
 - WebSocketTransport: the whole result pushed over a websocket mesh (no native dependency); no
-  model sharing."""
+  model sharing.
+
+A transport's problems (a dropped message, a result that could not be fetched) go to the `log`
+callback when one is given (the client's prefixed lines), else to this module's logger."""
 
 import asyncio
+import logging
 
 from ..client.results import TrainingResult
 from .mesh import PeerMesh
+
+logger = logging.getLogger(__name__)
 
 
 class WebSocketTransport:
     model_sharing = None
 
-    def __init__(self, identity, on_result, log=print, host="127.0.0.1", port=0):
-        self.on_result, self.log = on_result, log
+    def __init__(self, identity, on_result, log=None, host="127.0.0.1", port=0):
+        self.on_result, self.log = on_result, log or logger.warning
         self.mesh = PeerMesh(identity.public.hex(), self._on_message, host, port)
 
     async def start(self) -> str:
@@ -44,12 +50,12 @@ class WebSocketTransport:
 
 
 class IrohTransport:
-    def __init__(self, identity, on_result, log=print, host="127.0.0.1", port=0, relay_url=None):
+    def __init__(self, identity, on_result, log=None, host="127.0.0.1", port=0, relay_url=None):
         from .iroh_node import IrohNode  # native dependency: only when this transport is used
         from .iroh_results import RESULT_AVAILABLE, fetch_result, publish_result
         from .model_sharing import ModelSharing
         self._fetch, self._publish, self._kind = fetch_result, publish_result, RESULT_AVAILABLE
-        self.on_result, self.log = on_result, log
+        self.on_result, self.log = on_result, log or logger.warning
         # the endpoint's id is the client's p2p identity: same ed25519 seed
         self.node = IrohNode(identity.public.hex(), self._on_announcement, host, port,
                              secret_key=identity.seed, relay_url=relay_url)
@@ -87,7 +93,7 @@ class IrohTransport:
         await self.node.close()
 
 
-def make_transport(kind: str, identity, on_result, log=print, host="127.0.0.1", port=0):
+def make_transport(kind: str, identity, on_result, log=None, host="127.0.0.1", port=0):
     if kind == "iroh":
         return IrohTransport(identity, on_result, log, host, port)
     if kind == "ws":

@@ -30,6 +30,7 @@ The processes are spawned, so the program that creates a group must guard its en
 ``if __name__ == "__main__"`` (the client's command lines do)."""
 
 import datetime
+import logging
 import os
 import threading
 import time
@@ -44,6 +45,8 @@ from .model import build_model, parameter_hash
 # what each dtype travels as: gloo gets float32 for the 16-bit float types (exact for broadcast,
 # a float32 sum for all_reduce); nccl reduces them natively
 _GLOO_WIRE = {torch.bfloat16: torch.float32, torch.float16: torch.float32}
+
+logger = logging.getLogger(__name__)
 
 
 def forward_backward(model, tokens: torch.Tensor, total: int, micro_batch_size: int) -> float:
@@ -193,7 +196,7 @@ class DataParallelGroup:
     the workers also exit on their own if this process dies."""
 
     def __init__(self, model_spec, seed: int, world_size: int, device, micro_batch_size: int,
-                 log=print, timeout_s: float = 600.0, start_timeout_s: float = 300.0):
+                 log=None, timeout_s: float = 600.0, start_timeout_s: float = 300.0):
         if world_size < 2:
             raise ValueError("a data-parallel group needs world_size >= 2")
         if dist.is_initialized():
@@ -213,7 +216,9 @@ class DataParallelGroup:
             self.backend = "gloo"
         else:
             raise ValueError(f"data parallelism needs cuda or cpu devices, not {device.type}")
-        self.world_size, self.micro_batch_size, self.log = world_size, micro_batch_size, log
+        self.world_size, self.micro_batch_size = world_size, micro_batch_size
+        # the trainer's callback when it has one, so the lines keep the client's prefix
+        self.log, self.warn = log or logger.info, log or logger.warning
         self.procs, self.conns, self.error = [], [], None
         timeout = datetime.timedelta(seconds=timeout_s)
         store = dist.TCPStore("127.0.0.1", 0, world_size, is_master=True,
@@ -242,9 +247,9 @@ class DataParallelGroup:
             self._kill()
             raise
         self.store = store
-        log(f"data parallelism: {world_size} replicas ({self.backend}) on "
-            f"{', '.join(str(d) for d in self.devices)}, worker pids "
-            f"{', '.join(str(p.pid) for p in self.procs)}")
+        self.log(f"data parallelism: {world_size} replicas ({self.backend}) on "
+                 f"{', '.join(str(d) for d in self.devices)}, worker pids "
+                 f"{', '.join(str(p.pid) for p in self.procs)}")
 
     # ----------------------------------------------------------- messaging
     def _expect(self, rank: int, kind: str, timeout: float):
@@ -325,7 +330,7 @@ class DataParallelGroup:
                    for r, conn in enumerate(self.conns, start=1) if failed and conn.poll(0.1)]
         if own_error is not None:
             for report in reports:
-                self.log(f"data parallelism: {report}")
+                self.warn(f"data parallelism: {report}")
             raise own_error
         if failed:
             raise RuntimeError(f"{int(failed)} data-parallel worker(s) failed this batch:\n"
@@ -370,7 +375,7 @@ class DataParallelGroup:
             try:
                 dist.destroy_process_group()
             except Exception as e:  # a broken group may fail to tear down; the workers are gone
-                self.log(f"data parallelism: destroy_process_group: {type(e).__name__}: {e}")
+                self.warn(f"data parallelism: destroy_process_group: {type(e).__name__}: {e}")
 
     def _kill(self) -> None:
         for p in self.procs:

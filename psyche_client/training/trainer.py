@@ -10,9 +10,14 @@ The daemon calls these from one worker thread, in the order the state machine as
 so a round's apply always comes before the next training that must see it.
 
 With data_parallelism N > 1 the trainer is rank 0 of a DataParallelGroup (parallel.py): the
-batch's forward/backward is split over N replicas, everything else stays here; close() stops it."""
+batch's forward/backward is split over N replicas, everything else stays here; close() stops it.
+
+Progress lines (the model, each step's loss, each apply, held-out loss) go to the `log` callback
+when one is given (the client daemon passes its prefixed line printer), else to this module's
+logger at INFO."""
 
 import json
+import logging
 import math
 import time
 
@@ -30,6 +35,8 @@ from .model import build_model, parameter_count, parameter_hash
 from .parallel import DataParallelGroup, forward_backward
 from .snapshot import SnapshotError, encode_snapshot, layout_of, load_snapshot, size_limit
 from .payload import encode_payload, peer_result_from_training_result
+
+logger = logging.getLogger(__name__)
 
 
 def make_provider(spec, run_id, identity, seq_len, heldout=False):
@@ -54,7 +61,7 @@ class Metrics:
     """One JSON object per line, flushed at once so a killed client loses nothing logged; also
     sent to wandb when a project is named and wandb is installed and configured."""
 
-    def __init__(self, path=None, wandb_args=None, log=print):
+    def __init__(self, path=None, wandb_args=None, log=None):
         self.f = open(path, "a", buffering=1) if path else None
         self.wandb = None
         if wandb_args and wandb_args.get("project"):
@@ -62,7 +69,7 @@ class Metrics:
                 import wandb
                 self.wandb = wandb.init(**{k: v for k, v in wandb_args.items() if v})
             except Exception as e:  # not installed, not logged in, offline: keep training
-                log(f"wandb disabled: {type(e).__name__}: {e}")
+                (log or logger.warning)(f"wandb disabled: {type(e).__name__}: {e}")
 
     def write(self, **record):
         if self.f:
@@ -74,12 +81,13 @@ class Metrics:
 
 
 class DistroTrainer:
-    def __init__(self, spec, run_id: str, identity, log=print, metrics=None, device="cpu",
+    def __init__(self, spec, run_id: str, identity, log=None, metrics=None, device="cpu",
                  micro_batch_size=8, data_parallelism=1):
         if int(data_parallelism) < 1:
             raise ValueError(f"data_parallelism must be >= 1, not {data_parallelism}")
         self.spec, self.run_id, self.identity = spec, run_id, identity
-        self.log, self.metrics = log, metrics or Metrics()
+        self._log_callback = log  # handed on to the data-parallel group
+        self.log, self.metrics = log or logger.info, metrics or Metrics()
         self.device, self.micro_batch_size = torch.device(device), micro_batch_size
         self.data_parallelism = int(data_parallelism)
         self.model = self.optimizer = self.provider = self.heldout = self.group = None
@@ -122,7 +130,8 @@ class DistroTrainer:
         if self.data_parallelism > 1:
             # the replicas draw the same weights; the broadcast makes sure of it (checked below)
             group = DataParallelGroup(self.spec.model, state.run_seed, self.data_parallelism,
-                                      self.device, self.micro_batch_size, log=self.log)
+                                      self.device, self.micro_batch_size,
+                                      log=self._log_callback)
             try:
                 group.sync_params(model)
                 self._check_replicas(group, parameter_hash(model))

@@ -13,8 +13,10 @@ from psyche_coordinator_core import BatchId  # noqa: E402
 from psyche_client.client.results import TrainingResult  # noqa: E402
 from psyche_client.identity import Identity  # noqa: E402
 from psyche_client.p2p import iroh_fastpath  # noqa: E402
-from psyche_client.p2p.iroh_node import (  # noqa: E402
-    BlobError, BlobHashMismatch, BlobNotFound, BlobTooLarge, IrohNode, P2PError, blob_hash)
+from psyche_client.p2p.blobs import blob_hash  # noqa: E402
+from psyche_client.p2p.errors import (  # noqa: E402
+    BlobError, BlobHashMismatch, BlobNotFound, BlobTooLarge, P2PError)
+from psyche_client.p2p.iroh_node import IrohNode  # noqa: E402
 from psyche_client.p2p.iroh_results import fetch_result, publish_result  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
@@ -241,7 +243,7 @@ def test_set_peers_skips_self_and_bad_tickets():
 
 def test_an_oversized_blob_request_is_answered_at_once():
     async def main():
-        from psyche_client.p2p.iroh_node import BLOB_ALPN
+        from psyche_client.p2p.blobs import BLOB_ALPN
         nodes, _ = await started(2)
         a, b = nodes
         try:

@@ -3,6 +3,7 @@ offer, outvotes a tampered one, rejects bytes that do not match their hash, and 
 unanswerable request gets a clear answer without harming the serving node."""
 
 import asyncio
+import logging
 from types import SimpleNamespace
 
 import pytest
@@ -15,10 +16,12 @@ from psyche_coordinator_core import Checkpoint, CheckpointKind  # noqa: E402
 from psyche_client.data.token_files import write_tokens  # noqa: E402
 from psyche_client.identity import Identity  # noqa: E402
 from psyche_client.p2p import model_sharing  # noqa: E402
-from psyche_client.p2p.iroh_node import BadRequest, IrohNode, RequestError, blob_hash  # noqa: E402
+from psyche_client.p2p.blobs import blob_hash  # noqa: E402
+from psyche_client.p2p.errors import BadRequest, ModelSharingError, RequestError  # noqa: E402
+from psyche_client.p2p.iroh_node import IrohNode  # noqa: E402
 from psyche_client.p2p.model_sharing import (MAX_REQUEST, MODEL_ALPN, ModelManifest,  # noqa: E402
-                                             ModelSharing, ModelSharingError, choose_majority,
-                                             fetch_model, request_manifest)
+                                             ModelSharing, choose_majority, fetch_model,
+                                             request_manifest)
 from psyche_client.training.errors import ModelUnavailable  # noqa: E402
 from psyche_client.training.model import build_model, parameter_hash  # noqa: E402
 from psyche_client.training.snapshot import encode_snapshot, layout_of, size_limit  # noqa: E402
@@ -167,15 +170,19 @@ def test_bytes_that_do_not_match_the_blob_hash_are_rejected(monkeypatch):
     run(main())
 
 
-def test_a_peer_without_a_snapshot_and_bad_requests_get_clear_answers():
+def test_a_peer_without_a_snapshot_and_bad_requests_get_clear_answers(caplog):
+    caplog.set_level(logging.INFO, logger=model_sharing.__name__)
+
     async def main():
         servers, sharings, joiner = await network(1)
         try:
             assert await request_manifest(joiner, "p0") is None  # no snapshot yet: no error
             fresh, layout, limit = joiner_view()
             with pytest.raises(ModelSharingError):  # nobody has one: give up when time is up
-                await fetch_model(joiner, lambda: ["p0"], STEP, layout, limit,
-                                  log=lambda *_: None, timeout=1, retry_delay=0.2)
+                await fetch_model(joiner, lambda: ["p0"], STEP, layout, limit, timeout=1,
+                                  retry_delay=0.2)
+            # without a log callback the attempts go to the module's logger
+            assert any("no snapshot for step" in r.getMessage() for r in caplog.records)
             for raw, why in ((b"not json", "not JSON"), (b'{"type": "weights"}', "unknown request"),
                              (b"[1]", "unknown request"),
                              (b"x" * (MAX_REQUEST + 1), f"over {MAX_REQUEST} bytes")):

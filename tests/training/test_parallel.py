@@ -30,10 +30,6 @@ SPEC = ModelSpec(vocab_size=256, hidden_size=64, num_layers=2, num_heads=4, num_
 SEED = 1234
 
 
-def quiet(*_):
-    pass
-
-
 def tokens(n, seed=0):
     return torch.from_numpy(np.random.default_rng(seed).integers(0, 256, (n, 32)))
 
@@ -69,7 +65,7 @@ def test_two_ranks_match_one_and_stay_identical():
     torch.manual_seed(0)
     reference = build_model(SPEC, SEED)
     model = build_model(SPEC, SEED)
-    group = DataParallelGroup(SPEC, SEED, 2, "cpu", micro_batch_size=2, log=quiet)
+    group = DataParallelGroup(SPEC, SEED, 2, "cpu", micro_batch_size=2)
     pids = group.pids
     try:
         assert group.replica_hashes() == [parameter_hash(model)]  # same seed, same weights
@@ -130,7 +126,7 @@ def test_trainer_with_data_parallelism(tmp_path):
     batch = BatchId(0, 9)  # 10 sequences, inclusive
     logs = []
     me = Identity.generate()
-    single = DistroTrainer(spec, "run", me, log=quiet, micro_batch_size=4)
+    single = DistroTrainer(spec, "run", me, micro_batch_size=4)
     double = DistroTrainer(spec, "run", Identity.generate(), log=logs.append,
                            micro_batch_size=4, data_parallelism=2)
     try:
@@ -171,7 +167,7 @@ from psyche_client.training.parallel import DataParallelGroup
 from psyche_client.training.spec import ModelSpec
 g = DataParallelGroup(ModelSpec(vocab_size=256, hidden_size=64, num_layers=2, num_heads=4,
                                 num_kv_heads=4, intermediate_size=128, max_seq_len=32),
-                      1, 2, "cpu", 2, log=lambda *a: None)
+                      1, 2, "cpu", 2)
 print(g.pids[0], flush=True)
 sys.stdin.read()
 """

@@ -53,7 +53,7 @@ def _trainer(tmp_path):
     write_tokens(tmp_path / "train.bin", list(range(256)) * 4, 2)
     spec = RunSpec.from_dict({"model": SPEC.to_dict(), "data": {"kind": "local",
                                                                  "dir": str(tmp_path)}})
-    return DistroTrainer(spec, "run", Identity.generate(), log=lambda *a: None)
+    return DistroTrainer(spec, "run", Identity.generate())
 
 
 def _state(kind, step=40, seed=5):

@@ -22,7 +22,7 @@ from psyche_client.training.trainer import DistroTrainer  # noqa: E402
 def test_joining_a_run_in_progress_is_refused(kind, why):
     spec = RunSpec.from_dict({"model": {"vocab_size": 256}, "data": {"kind": "local",
                                                                       "dir": "/nonexistent"}})
-    trainer = DistroTrainer(spec, "run", Identity.generate(), log=lambda *a: None)
+    trainer = DistroTrainer(spec, "run", Identity.generate())
     state = SimpleNamespace(checkpoint=Checkpoint(kind, "org/repo"), step=57, run_seed=1)
     with pytest.raises(ModelUnavailable, match="step 57") as e:
         trainer.prepare(1, state, None if kind == CheckpointKind.P2P else lambda *a: 1 / 0)

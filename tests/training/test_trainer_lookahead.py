@@ -25,7 +25,7 @@ def trainer(tmp_path, lookahead):
     write_tokens(tmp_path / "train.bin", [(i * 7) % 256 for i in range(4096)], 2)
     spec = RunSpec.from_dict({"model": MODEL, "data": {"kind": "local", "dir": str(tmp_path)},
                               "optimizer": {"lookahead": lookahead, "warmup_steps": 0}})
-    t = DistroTrainer(spec, "run", Identity(bytes(32)), log=lambda *a: None)
+    t = DistroTrainer(spec, "run", Identity(bytes(32)))
     t.prepare(0, SimpleNamespace(checkpoint=Checkpoint(CheckpointKind.Dummy, ""), step=1,
                                  run_seed=3))
     return t
