@@ -1117,7 +1117,7 @@ fn idl_create_buffer_with_an_empty_account_is_refused_by_name() {
 }
 
 /// On a validator the CPI syscall fails the instruction with the runtime's error; the native
-/// shim must do the same (`native::cpi_failed`), also for runtime errors that have no
+/// shim must do the same (`cpi.rs` keeps the error for `native::run_entry`), also for runtime errors that have no
 /// `ProgramError` counterpart. Here: `init_coordinator` with the instance PDA passed
 /// read-only, whose `create_account` CPI escalates the writable privilege.
 #[test]
