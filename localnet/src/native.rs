@@ -57,6 +57,11 @@ pub fn install_stubs() {
     });
 }
 
+/// The host's stubs, for a test that wraps them (the heap measurement counts around them).
+pub fn host_stubs() -> Box<dyn program_stubs::SyscallStubs> {
+    Box::new(HostStubs)
+}
+
 /// Runs `entry` for the current instruction of `ic`.
 pub fn run_entry(ic: &mut InvokeContext, entry: Entry) -> Result<(), InstructionError> {
     set_invoke_context(ic);

@@ -77,9 +77,7 @@ fn pump(
 fn handle(node: &Node, conn: &Conn, text: &str) -> String {
     let req: Value = match serde_json::from_str(text) {
         Ok(v) => v,
-        Err(e) => {
-            return error_reply(Value::Null, -32700, &format!("parse error: {e}"))
-        }
+        Err(e) => return error_reply(Value::Null, -32700, &format!("parse error: {e}")),
     };
     let id = req.get("id").cloned().unwrap_or(Value::Null);
     let method = req.get("method").and_then(Value::as_str).unwrap_or("");
