@@ -1,5 +1,7 @@
 //! The suites, one file per subject.
 //!
+//! - `instructions`: each instruction's effect on the accounts, checked against the core.
+//! - `vectors`: every conformance vector replayed as instructions.
 //! - `negative_<instruction>`: each instruction's refusals by name, leaving every account as
 //!   it was.
 //! - `fuzz`: random and mutated instructions while a run goes through its epochs.
@@ -9,6 +11,7 @@
 
 mod fuzz;
 mod heap;
+mod instructions;
 mod ledger;
 mod negative_accounts;
 mod negative_authorizations;
@@ -24,3 +27,4 @@ mod negative_tick;
 mod negative_withdraw;
 mod negative_witness;
 mod runtime_smoke;
+mod vectors;

@@ -130,10 +130,23 @@ pub fn outcome_label(r: &Result<(), TransactionError>) -> String {
 
 // ------------------------------------------------------------------------------ state
 
-/// A `CoordinatorState` copied out of account data into 8-byte aligned memory.
+/// A `CoordinatorState` in 8-byte aligned memory on the heap (never on the stack): copied out
+/// of account data, or a model the core's operations run on.
 pub struct StateBuf(Vec<u64>);
 
 impl StateBuf {
+    /// All zero bytes, as the core's `new_run` expects.
+    pub fn zeroed() -> StateBuf {
+        StateBuf(vec![0u64; STATE_SIZE / 8])
+    }
+
+    /// A copy of a state's bytes.
+    pub fn from_state_bytes(bytes: &[u8]) -> StateBuf {
+        let mut s = Self::zeroed();
+        bytemuck::cast_slice_mut::<u64, u8>(&mut s.0).copy_from_slice(bytes);
+        s
+    }
+
     /// From the coordinator account's data (discriminator included).
     pub fn from_account_data(data: &[u8]) -> StateBuf {
         assert_eq!(
@@ -141,9 +154,7 @@ impl StateBuf {
             CoordinatorAccount::SPACE,
             "coordinator account size"
         );
-        let mut buf = vec![0u64; STATE_SIZE / 8];
-        bytemuck::cast_slice_mut::<u64, u8>(&mut buf).copy_from_slice(&data[8..]);
-        StateBuf(buf)
+        Self::from_state_bytes(&data[8..])
     }
 
     pub fn bytes(&self) -> &[u8] {
@@ -152,6 +163,11 @@ impl StateBuf {
 
     pub fn get(&self) -> &CoordinatorState {
         bytemuck::try_from_bytes(self.bytes()).expect("a CoordinatorState")
+    }
+
+    pub fn get_mut(&mut self) -> &mut CoordinatorState {
+        bytemuck::try_from_bytes_mut(bytemuck::cast_slice_mut(&mut self.0))
+            .expect("a CoordinatorState")
     }
 }
 
