@@ -5,15 +5,35 @@
 //! CPI: derive the PDA signers from the seeds, copy the caller's view of the accounts into the
 //! transaction, run the callee, copy the callee's changes back into the caller's `AccountInfo`s.
 
+use std::cell::RefCell;
+
 use anchor_lang::solana_program::{
     account_info::AccountInfo, entrypoint::ProgramResult, instruction::Instruction,
     program_error::ProgramError, pubkey::Pubkey,
 };
+use solana_instruction::error::InstructionError;
 use solana_program_runtime::invoke_context::InvokeContext;
 use solana_stable_layout::stable_instruction::StableInstruction;
 use solana_timings::ExecuteTimings;
 
-use crate::native::cpi_failed;
+thread_local! {
+    /// The runtime's error of the last failed CPI on this thread (see `failed`).
+    static FAILURE: RefCell<Option<InstructionError>> = const { RefCell::new(None) };
+}
+
+/// On SBF a failed CPI ends the calling instruction with the callee's error. Natively the
+/// error comes back to the program as a `ProgramError`, which cannot name every runtime error
+/// (`PrivilegeEscalation`, ...): it is kept here, and the shim (`native::run_entry`) fails
+/// with it instead of whatever the program makes of it.
+fn failed(e: InstructionError) -> ProgramError {
+    FAILURE.with(|c| *c.borrow_mut() = Some(e.clone()));
+    ProgramError::try_from(e).unwrap_or(ProgramError::Custom(u32::MAX))
+}
+
+/// The error of a CPI that failed since the last call, if any (and forgets it).
+pub(crate) fn take_failure() -> Option<InstructionError> {
+    FAILURE.with(|c| c.borrow_mut().take())
+}
 
 pub fn invoke_signed(
     ic: &mut InvokeContext,
@@ -24,8 +44,8 @@ pub fn invoke_signed(
     let instruction = StableInstruction::from(instruction.clone());
     let caller = {
         let tx = &ic.transaction_context;
-        let ix = tx.get_current_instruction_context().map_err(cpi_failed)?;
-        *ix.get_last_program_key(tx).map_err(cpi_failed)?
+        let ix = tx.get_current_instruction_context().map_err(failed)?;
+        *ix.get_last_program_key(tx).map_err(failed)?
     };
 
     let mut signers = Vec::with_capacity(signers_seeds.len());
@@ -38,17 +58,17 @@ pub fn invoke_signed(
     }
     let (accounts, program_indices) = ic
         .prepare_instruction(&instruction, &signers)
-        .map_err(cpi_failed)?;
+        .map_err(failed)?;
 
     // The caller's AccountInfos may hold changes the transaction has not seen yet.
     let mut writable = Vec::with_capacity(accounts.len());
     {
         let tx = &ic.transaction_context;
-        let ix = tx.get_current_instruction_context().map_err(cpi_failed)?;
+        let ix = tx.get_current_instruction_context().map_err(failed)?;
         for meta in &accounts {
             let key = tx
                 .get_key_of_account_at_index(meta.index_in_transaction)
-                .map_err(cpi_failed)?;
+                .map_err(failed)?;
             let pos = account_infos
                 .iter()
                 .position(|a| a.key == key)
@@ -56,17 +76,17 @@ pub fn invoke_signed(
             let info = &account_infos[pos];
             let mut acc = ix
                 .try_borrow_instruction_account(tx, meta.index_in_caller)
-                .map_err(cpi_failed)?;
+                .map_err(failed)?;
             if acc.get_lamports() != info.lamports() {
-                acc.set_lamports(info.lamports()).map_err(cpi_failed)?;
+                acc.set_lamports(info.lamports()).map_err(failed)?;
             }
             let data = info.try_borrow_data()?;
             if acc.get_data() != &data[..] {
-                acc.can_data_be_resized(data.len()).map_err(cpi_failed)?;
-                acc.set_data_from_slice(&data).map_err(cpi_failed)?;
+                acc.can_data_be_resized(data.len()).map_err(failed)?;
+                acc.set_data_from_slice(&data).map_err(failed)?;
             }
             if acc.get_owner() != info.owner {
-                acc.set_owner(info.owner.as_ref()).map_err(cpi_failed)?;
+                acc.set_owner(info.owner.as_ref()).map_err(failed)?;
             }
             if meta.is_writable {
                 writable.push((meta.index_in_caller, pos));
@@ -82,14 +102,14 @@ pub fn invoke_signed(
         &mut units,
         &mut ExecuteTimings::default(),
     )
-    .map_err(cpi_failed)?;
+    .map_err(failed)?;
 
     let tx = &ic.transaction_context;
-    let ix = tx.get_current_instruction_context().map_err(cpi_failed)?;
+    let ix = tx.get_current_instruction_context().map_err(failed)?;
     for (index_in_caller, pos) in writable {
         let acc = ix
             .try_borrow_instruction_account(tx, index_in_caller)
-            .map_err(cpi_failed)?;
+            .map_err(failed)?;
         let info = &account_infos[pos];
         **info.try_borrow_mut_lamports()? = acc.get_lamports();
         if info.owner != acc.get_owner() {

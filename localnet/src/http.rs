@@ -8,8 +8,9 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::json::error_reply;
+use crate::node::Node;
 use crate::rpc;
-use crate::server::Node;
 
 /// Largest request body accepted (a batch of transactions).
 const MAX_BODY: usize = 4 << 20;
@@ -106,13 +107,13 @@ fn connection(stream: TcpStream, node: &Node) -> std::io::Result<()> {
         let head = match read_head(&mut reader)? {
             None => return Ok(()),
             Some(Err(e)) => {
-                let body = rpc::error_reply(serde_json::Value::Null, -32600, &e);
+                let body = error_reply(serde_json::Value::Null, -32600, &e);
                 return respond(&mut writer, "400 Bad Request", &body, true);
             }
             Some(Ok(head)) => head,
         };
         if head.length > MAX_BODY {
-            let body = rpc::error_reply(serde_json::Value::Null, -32600, "request too large");
+            let body = error_reply(serde_json::Value::Null, -32600, "request too large");
             return respond(&mut writer, "413 Payload Too Large", &body, true);
         }
         let mut body = vec![0; head.length];
@@ -122,7 +123,7 @@ fn connection(stream: TcpStream, node: &Node) -> std::io::Result<()> {
         } else {
             match String::from_utf8(body) {
                 Ok(text) => rpc::handle_body(node, &text),
-                Err(_) => rpc::error_reply(
+                Err(_) => error_reply(
                     serde_json::Value::Null,
                     -32700,
                     "Parse error: body is not UTF-8",

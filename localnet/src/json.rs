@@ -46,6 +46,11 @@ pub fn account(a: &Account, enc: Encoding) -> Value {
     })
 }
 
+/// A JSON-RPC error reply (the RPC and the PubSub answer alike).
+pub fn error_reply(id: Value, code: i64, message: &str) -> String {
+    json!({"jsonrpc": "2.0", "error": {"code": code, "message": message}, "id": id}).to_string()
+}
+
 pub fn error(e: &TransactionError) -> Value {
     serde_json::to_value(e).unwrap_or(Value::Null)
 }

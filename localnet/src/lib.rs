@@ -13,8 +13,9 @@ pub mod ix;
 pub mod json;
 pub mod ledger;
 pub mod native;
+pub mod node;
 pub mod pubsub;
 pub mod rpc;
-pub mod server;
+pub mod subscriptions;
 
 pub use chain::LocalChain;

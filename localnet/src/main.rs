@@ -4,7 +4,7 @@
 use std::net::TcpListener;
 
 use clap::Parser;
-use psyche_localnet::{http, pubsub, server, LocalChain};
+use psyche_localnet::{http, node, pubsub, LocalChain};
 
 #[derive(Parser)]
 #[command(
@@ -68,11 +68,11 @@ fn main() {
         .unwrap_or_else(|e| fail(format!("cannot listen on {ws_addr}: {e}")));
 
     let chain = match &args.ledger {
-        None => LocalChain::new(server::unix_now()),
-        Some(dir) => LocalChain::with_ledger(server::unix_now(), dir)
+        None => LocalChain::new(node::unix_now()),
+        Some(dir) => LocalChain::with_ledger(node::unix_now(), dir)
             .unwrap_or_else(|e| fail(format!("--ledger {}: {e}", dir.display()))),
     };
-    let node = server::Node::new(chain);
+    let node = node::Node::new(chain);
     for (key, lamports) in airdrops {
         node.airdrop(&key, lamports)
             .unwrap_or_else(|e| fail(format!("airdrop to {key}: {e}")));

@@ -11,7 +11,7 @@
 //! data, logs): [`HostStubs`] forwards those calls to the current `InvokeContext`, kept in a
 //! thread-local for the duration of the instruction.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Once};
 
@@ -19,12 +19,13 @@ use anchor_lang::solana_program::{
     account_info::AccountInfo,
     entrypoint::{deserialize, ProgramResult, SUCCESS},
     instruction::Instruction,
-    program_error::ProgramError,
     program_stubs,
     pubkey::Pubkey,
 };
 use solana_instruction::error::{InstructionError, UNSUPPORTED_SYSVAR};
 use solana_program_runtime::{invoke_context::InvokeContext, serialization::serialize_parameters};
+
+use crate::cpi;
 
 /// The program's entry point, as Anchor generates it.
 pub type Entry = for<'info> fn(&Pubkey, &'info [AccountInfo<'info>], &[u8]) -> ProgramResult;
@@ -33,17 +34,6 @@ thread_local! {
     /// The `InvokeContext` of the instruction running on this thread (a raw pointer: the stubs
     /// are called from inside `entry`, which has no way to pass it along).
     static INVOKE_CONTEXT: Cell<usize> = const { Cell::new(0) };
-    /// The runtime's error of a failed CPI (see `cpi_failed`).
-    static CPI_FAILURE: RefCell<Option<InstructionError>> = const { RefCell::new(None) };
-}
-
-/// On SBF a failed CPI ends the calling instruction with the callee's error. Natively the
-/// error comes back to the program as a `ProgramError`, which cannot name every runtime error
-/// (`PrivilegeEscalation`, ...): it is kept here, and `run_entry` fails with it instead of
-/// whatever the program makes of it.
-pub(crate) fn cpi_failed(e: InstructionError) -> ProgramError {
-    CPI_FAILURE.with(|c| *c.borrow_mut() = Some(e.clone()));
-    to_program_error(e)
 }
 
 fn set_invoke_context(ic: &mut InvokeContext) {
@@ -67,6 +57,11 @@ pub fn install_stubs() {
     });
 }
 
+/// The host's stubs, for a test that wraps them (the heap measurement counts around them).
+pub fn host_stubs() -> Box<dyn program_stubs::SyscallStubs> {
+    Box::new(HostStubs)
+}
+
 /// Runs `entry` for the current instruction of `ic`.
 pub fn run_entry(ic: &mut InvokeContext, entry: Entry) -> Result<(), InstructionError> {
     set_invoke_context(ic);
@@ -79,9 +74,10 @@ pub fn run_entry(ic: &mut InvokeContext, entry: Entry) -> Result<(), Instruction
 
     // SAFETY: the buffer is in the loader's format and outlives every AccountInfo below.
     let (_, infos, data) = unsafe { deserialize(buffer.as_slice_mut().as_mut_ptr()) };
-    CPI_FAILURE.with(|c| c.borrow_mut().take());
+    cpi::take_failure();
     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| entry(&program_id, &infos, data)));
-    if let Some(e) = CPI_FAILURE.with(|c| c.borrow_mut().take()) {
+    // A failed CPI ends the instruction with the runtime's error, whatever the program made of it.
+    if let Some(e) = cpi::take_failure() {
         return Err(e);
     }
     // The runtime logs the failure itself ("Program … failed: …").
@@ -176,7 +172,7 @@ impl program_stubs::SyscallStubs for HostStubs {
         account_infos: &[AccountInfo],
         signers_seeds: &[&[&[u8]]],
     ) -> ProgramResult {
-        crate::cpi::invoke_signed(invoke_context(), instruction, account_infos, signers_seeds)
+        cpi::invoke_signed(invoke_context(), instruction, account_infos, signers_seeds)
     }
 
     fn sol_get_clock_sysvar(&self, out: *mut u8) -> u64 {
@@ -221,9 +217,4 @@ impl program_stubs::SyscallStubs for HostStubs {
         use solana_program_runtime::solana_sbpf::vm::ContextObject;
         invoke_context().get_remaining()
     }
-}
-
-/// Maps a runtime error of a CPI back to what the program sees.
-pub(crate) fn to_program_error(e: InstructionError) -> ProgramError {
-    ProgramError::try_from(e).unwrap_or(ProgramError::Custom(u32::MAX))
 }

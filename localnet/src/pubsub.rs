@@ -1,138 +1,19 @@
 //! Solana PubSub over websockets: accountSubscribe, signatureSubscribe and slotSubscribe (and
 //! their unsubscribes). Each connection has its own thread; the chain side pushes
-//! notifications into the subscribers' channels after it commits.
+//! notifications into the subscribers' channels (`subscriptions.rs`) after it commits.
 
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use solana_pubkey::Pubkey;
 use solana_signature::Signature;
 use tungstenite::{Message, WebSocket};
 
-use crate::json::{self, Encoding};
-use crate::server::Node;
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Topic {
-    Account(Pubkey, Encoding),
-    Signature(Signature),
-    Slot,
-}
-
-struct Subscription {
-    id: u64,
-    /// The connection that asked for it.
-    conn: u64,
-    topic: Topic,
-    out: Sender<String>,
-}
-
-/// Every live subscription of every connection.
-#[derive(Default)]
-pub struct Subscriptions {
-    next_id: AtomicU64,
-    next_conn: AtomicU64,
-    subs: Mutex<Vec<Subscription>>,
-}
-
-fn notification(method: &str, id: u64, result: Value) -> String {
-    json!({"jsonrpc": "2.0", "method": method,
-           "params": {"result": result, "subscription": id}})
-    .to_string()
-}
-
-impl Subscriptions {
-    fn add(&self, topic: Topic, conn: &Conn) -> u64 {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let out = conn.out.clone();
-        self.subs.lock().unwrap().push(Subscription {
-            id,
-            conn: conn.id,
-            topic,
-            out,
-        });
-        id
-    }
-
-    /// Only the connection that subscribed may unsubscribe.
-    fn remove(&self, id: u64, conn: &Conn) -> bool {
-        let mut subs = self.subs.lock().unwrap();
-        let before = subs.len();
-        subs.retain(|s| !(s.id == id && s.conn == conn.id));
-        subs.len() != before
-    }
-
-    /// Accounts someone listens to, so the chain reads only those after a transaction.
-    pub fn watched_accounts(&self) -> Vec<Pubkey> {
-        let subs = self.subs.lock().unwrap();
-        let mut keys: Vec<Pubkey> = subs
-            .iter()
-            .filter_map(|s| match s.topic {
-                Topic::Account(k, _) => Some(k),
-                _ => None,
-            })
-            .collect();
-        keys.sort();
-        keys.dedup();
-        keys
-    }
-
-    /// `account` is None when it was closed (notified as an empty system account).
-    pub fn account_changed(
-        &self,
-        slot: u64,
-        key: &Pubkey,
-        account: Option<&solana_account::Account>,
-    ) {
-        let closed = solana_account::Account::default();
-        let account = account.unwrap_or(&closed);
-        let mut subs = self.subs.lock().unwrap();
-        subs.retain(|s| match &s.topic {
-            Topic::Account(k, enc) if k == key => {
-                let value =
-                    json!({"context": {"slot": slot}, "value": json::account(account, *enc)});
-                s.out
-                    .send(notification("accountNotification", s.id, value))
-                    .is_ok()
-            }
-            _ => true,
-        });
-    }
-
-    /// A processed transaction: its signature subscriptions fire once and end.
-    pub fn signature_processed(&self, slot: u64, sig: &Signature, err: Value) {
-        let mut subs = self.subs.lock().unwrap();
-        subs.retain(|s| match &s.topic {
-            Topic::Signature(k) if k == sig => {
-                let value = json!({"context": {"slot": slot}, "value": {"err": err}});
-                let _ = s
-                    .out
-                    .send(notification("signatureNotification", s.id, value));
-                false
-            }
-            _ => true,
-        });
-    }
-
-    pub fn slot(&self, slot: u64) {
-        let mut subs = self.subs.lock().unwrap();
-        subs.retain(|s| match &s.topic {
-            Topic::Slot => {
-                let value = json!({"parent": slot.saturating_sub(1), "root": slot.saturating_sub(1), "slot": slot});
-                s.out.send(notification("slotNotification", s.id, value)).is_ok()
-            }
-            _ => true,
-        });
-    }
-
-    fn drop_connection(&self, conn: &Conn) {
-        self.subs.lock().unwrap().retain(|s| s.conn != conn.id);
-    }
-}
+use crate::json::{self, error_reply, Encoding};
+use crate::node::Node;
+use crate::subscriptions::{Conn, Topic};
 
 /// Accepts websocket connections until the process ends.
 pub fn serve(listener: TcpListener, node: Arc<Node>) {
@@ -154,19 +35,10 @@ fn connection(stream: TcpStream, node: &Node) -> Result<(), String> {
         .set_read_timeout(Some(Duration::from_millis(10)))
         .map_err(|e| e.to_string())?;
     let (out, inbox): (Sender<String>, Receiver<String>) = channel();
-    let conn = Conn {
-        id: node.subscriptions.next_conn.fetch_add(1, Ordering::Relaxed),
-        out,
-    };
+    let conn = node.subscriptions.connect(out);
     let result = pump(&mut ws, node, &conn, &inbox);
     node.subscriptions.drop_connection(&conn);
     result
-}
-
-/// One websocket connection: its id and where its notifications go.
-struct Conn {
-    id: u64,
-    out: Sender<String>,
 }
 
 fn pump(
@@ -205,9 +77,7 @@ fn pump(
 fn handle(node: &Node, conn: &Conn, text: &str) -> String {
     let req: Value = match serde_json::from_str(text) {
         Ok(v) => v,
-        Err(e) => {
-            return crate::rpc::error_reply(Value::Null, -32700, &format!("parse error: {e}"))
-        }
+        Err(e) => return error_reply(Value::Null, -32700, &format!("parse error: {e}")),
     };
     let id = req.get("id").cloned().unwrap_or(Value::Null);
     let method = req.get("method").and_then(Value::as_str).unwrap_or("");
@@ -239,10 +109,10 @@ fn handle(node: &Node, conn: &Conn, text: &str) -> String {
             .and_then(Value::as_u64)
             .ok_or_else(|| "invalid subscription id".to_string())
             .map(|sid| json!(subs.remove(sid, conn))),
-        other => return crate::rpc::error_reply(id, -32601, &format!("Method not found: {other}")),
+        other => return error_reply(id, -32601, &format!("Method not found: {other}")),
     };
     match result {
         Ok(v) => json!({"jsonrpc": "2.0", "result": v, "id": id}).to_string(),
-        Err(e) => crate::rpc::error_reply(id, -32602, &format!("Invalid params: {e}")),
+        Err(e) => error_reply(id, -32602, &format!("Invalid params: {e}")),
     }
 }

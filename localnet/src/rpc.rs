@@ -5,15 +5,11 @@
 use serde_json::{json, Value};
 use solana_signature::Signature;
 
-use crate::json::{self, Encoding};
-use crate::server::{Node, Sent};
+use crate::json::{self, error_reply, Encoding};
+use crate::node::{Node, Sent};
 
 /// Largest single airdrop (like a test validator's faucet cap).
 const MAX_AIRDROP: u64 = 1_000_000 * 1_000_000_000;
-
-pub fn error_reply(id: Value, code: i64, message: &str) -> String {
-    json!({"jsonrpc": "2.0", "error": {"code": code, "message": message}, "id": id}).to_string()
-}
 
 struct RpcError {
     code: i64,

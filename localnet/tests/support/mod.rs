@@ -1,11 +1,9 @@
 //! Shared helpers of the runtime tests: a chain with a funded payer, signed transactions sent
 //! through `LocalChain` (LiteSVM running the program natively), account snapshots, and a driver
 //! that takes a run with N clients into RoundTrain with known witnesses.
-//!
-//! Each integration test compiles this module on its own and uses a part of it.
-#![allow(dead_code)]
-// Results carry litesvm's own (large) failure metadata, as the chain returns it.
-#![allow(clippy::result_large_err)]
+
+pub mod negative;
+pub mod sbf_heap;
 
 use std::collections::BTreeMap;
 
@@ -132,10 +130,23 @@ pub fn outcome_label(r: &Result<(), TransactionError>) -> String {
 
 // ------------------------------------------------------------------------------ state
 
-/// A `CoordinatorState` copied out of account data into 8-byte aligned memory.
+/// A `CoordinatorState` in 8-byte aligned memory on the heap (never on the stack): copied out
+/// of account data, or a model the core's operations run on.
 pub struct StateBuf(Vec<u64>);
 
 impl StateBuf {
+    /// All zero bytes, as the core's `new_run` expects.
+    pub fn zeroed() -> StateBuf {
+        StateBuf(vec![0u64; STATE_SIZE / 8])
+    }
+
+    /// A copy of a state's bytes.
+    pub fn from_state_bytes(bytes: &[u8]) -> StateBuf {
+        let mut s = Self::zeroed();
+        bytemuck::cast_slice_mut::<u64, u8>(&mut s.0).copy_from_slice(bytes);
+        s
+    }
+
     /// From the coordinator account's data (discriminator included).
     pub fn from_account_data(data: &[u8]) -> StateBuf {
         assert_eq!(
@@ -143,9 +154,7 @@ impl StateBuf {
             CoordinatorAccount::SPACE,
             "coordinator account size"
         );
-        let mut buf = vec![0u64; STATE_SIZE / 8];
-        bytemuck::cast_slice_mut::<u64, u8>(&mut buf).copy_from_slice(&data[8..]);
-        StateBuf(buf)
+        Self::from_state_bytes(&data[8..])
     }
 
     pub fn bytes(&self) -> &[u8] {
@@ -154,6 +163,11 @@ impl StateBuf {
 
     pub fn get(&self) -> &CoordinatorState {
         bytemuck::try_from_bytes(self.bytes()).expect("a CoordinatorState")
+    }
+
+    pub fn get_mut(&mut self) -> &mut CoordinatorState {
+        bytemuck::try_from_bytes_mut(bytemuck::cast_slice_mut(&mut self.0))
+            .expect("a CoordinatorState")
     }
 }
 
@@ -683,27 +697,45 @@ impl Histogram {
 
 /// Sends the process's stdout (fd 1) to /dev/null until dropped. Natively the program's
 /// `msg!` is a `println!` (not a runtime log): thousands of transactions would bury the
-/// summary a test prints under `--nocapture`. Under the default capture nothing reaches fd 1
-/// anyway. Restored on drop, also when the test panics.
+/// summary a test prints under `--nocapture`. Under the default capture nothing of a test
+/// reaches fd 1 anyway, while the harness reports the other suites' results there: then it
+/// does nothing. Suites may hold one at once (fuzz beside heap): fd 1 comes back when the last
+/// is dropped, also when a test panics.
 pub struct QuietStdout {
-    saved: i32,
+    active: bool,
+}
+
+/// How many `QuietStdout`s are live, and fd 1 as it was before the first.
+static QUIET: std::sync::Mutex<(usize, i32)> = std::sync::Mutex::new((0, -1));
+
+/// Whether the test harness shows a test's output (`--nocapture`, `RUST_TEST_NOCAPTURE`).
+fn output_shown() -> bool {
+    std::env::args().any(|a| a == "--nocapture" || a == "--no-capture")
+        || std::env::var("RUST_TEST_NOCAPTURE").is_ok_and(|v| v != "0")
 }
 
 impl QuietStdout {
     pub fn new() -> QuietStdout {
         use std::io::Write;
-        let _ = std::io::stdout().flush();
-        // SAFETY: plain fd calls on fds this process owns; no Rust object owns fd 1.
-        let saved = unsafe {
-            let saved = libc::dup(1);
-            let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY);
-            if saved >= 0 && null >= 0 {
-                libc::dup2(null, 1);
-                libc::close(null);
-            }
-            saved
-        };
-        QuietStdout { saved }
+        if !output_shown() {
+            return QuietStdout { active: false };
+        }
+        let mut quiet = QUIET.lock().unwrap_or_else(|p| p.into_inner());
+        if quiet.0 == 0 {
+            let _ = std::io::stdout().flush();
+            // SAFETY: plain fd calls on fds this process owns; no Rust object owns fd 1.
+            quiet.1 = unsafe {
+                let saved = libc::dup(1);
+                let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY);
+                if saved >= 0 && null >= 0 {
+                    libc::dup2(null, 1);
+                    libc::close(null);
+                }
+                saved
+            };
+        }
+        quiet.0 += 1;
+        QuietStdout { active: true }
     }
 }
 
@@ -716,13 +748,19 @@ impl Default for QuietStdout {
 impl Drop for QuietStdout {
     fn drop(&mut self) {
         use std::io::Write;
-        let _ = std::io::stdout().flush();
-        if self.saved >= 0 {
-            // SAFETY: restores the fd saved in `new`.
+        if !self.active {
+            return;
+        }
+        let mut quiet = QUIET.lock().unwrap_or_else(|p| p.into_inner());
+        quiet.0 -= 1;
+        if quiet.0 == 0 && quiet.1 >= 0 {
+            let _ = std::io::stdout().flush();
+            // SAFETY: restores the fd saved by the first `new`.
             unsafe {
-                libc::dup2(self.saved, 1);
-                libc::close(self.saved);
+                libc::dup2(quiet.1, 1);
+                libc::close(quiet.1);
             }
+            quiet.1 = -1;
         }
     }
 }

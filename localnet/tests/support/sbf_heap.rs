@@ -1,5 +1,6 @@
-//! A model of the SBF program heap for the runtime tests (`heap.rs`, `fuzz.rs`), included with
-//! `#[path]` by the test binaries that measure: it declares their global allocator.
+//! A model of the SBF program heap for the runtime suites that measure (`suites/heap.rs`,
+//! `suites/fuzz.rs`). It declares the test binary's global allocator, which counts only on a
+//! thread inside a measuring window: the other suites run beside it uncounted.
 //!
 //! On SBF a program gets a 32 KiB bump heap (`solana_program_entrypoint::BumpAllocator`) that
 //! never frees: what matters is the total allocated during one instruction, alignment padding
@@ -23,7 +24,6 @@
 //! - Host-only, still counted: `Pubkey::find_program_address` (Anchor's `init` with `seeds`)
 //!   loops over `create_program_address` with a `Vec` of the seeds per try; on SBF it is one
 //!   syscall. [`pda_search_bytes`] measures that share for given seeds.
-#![allow(dead_code)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::{Cell, RefCell};
@@ -246,9 +246,6 @@ fn deserialize_allocations(accounts: &[AccountInfo]) {
 /// first copies its instruction, as `invoke_signed` does on SBF.
 struct Uncounted(Box<dyn SyscallStubs>);
 
-struct Placeholder;
-impl SyscallStubs for Placeholder {}
-
 impl SyscallStubs for Uncounted {
     fn sol_log(&self, message: &str) {
         let _p = Pause::new();
@@ -351,12 +348,12 @@ impl SyscallStubs for Uncounted {
     }
 }
 
-/// Makes `env`'s program count its heap (the host stubs are wrapped once per process; a chain
-/// has installed them by then).
+/// Makes `env`'s program count its heap (the host stubs are wrapped once per process, in one
+/// swap: a program running on another thread meanwhile always finds working stubs).
 pub fn install(env: &mut Env) {
     static WRAP: Once = Once::new();
     WRAP.call_once(|| {
-        let host = program_stubs::set_syscall_stubs(Box::new(Placeholder));
+        let host = psyche_localnet::native::host_stubs();
         program_stubs::set_syscall_stubs(Box::new(Uncounted(host)));
     });
     psyche_localnet::chain::register_program(&mut env.chain.svm, CountingBuiltin::vm);

@@ -11,7 +11,7 @@ use solana_transaction_error::TransactionError;
 
 use crate::chain::LocalChain;
 use crate::json;
-use crate::pubsub::Subscriptions;
+use crate::subscriptions::Subscriptions;
 
 /// A slot every 400 ms, as on mainnet.
 pub const SLOT_TIME: Duration = Duration::from_millis(400);

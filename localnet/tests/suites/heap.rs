@@ -4,11 +4,8 @@
 //! program's allocations replayed into a model of the 32 KiB SBF bump heap (see
 //! `support/sbf_heap.rs` for what is counted and why). Every instruction must fit.
 //!
-//! `cargo test -p psyche-localnet --test heap -- --nocapture` prints the table.
-
-#[path = "support/sbf_heap.rs"]
-mod sbf_heap;
-mod support;
+//! `cargo test -p psyche-localnet --test localnet suites::heap -- --nocapture` prints the
+//! table.
 
 use std::collections::BTreeMap;
 
@@ -17,12 +14,13 @@ use psyche_coordinator::{
 };
 use psyche_coordinator_core::{batch_mask, RunConfig, RunState, BLOOM_BYTES};
 use psyche_localnet::ix::authorization_key;
-use sbf_heap::{pda_search_bytes, take_last, HEAP, USABLE};
 use solana_instruction::Instruction;
 use solana_keypair::Keypair;
 use solana_pubkey::Pubkey;
 use solana_signer::Signer;
-use support::*;
+
+use crate::support::sbf_heap::{self, pda_search_bytes, take_last, HEAP, USABLE};
+use crate::support::*;
 
 // ------------------------------------------------------------------------------ the flow
 
@@ -379,7 +377,8 @@ fn heap_per_instruction_fits_the_sbf_heap() {
 /// prefix above ~31 KiB exhausts the 32 KiB bump heap and the program aborts (out of memory:
 /// `ProgramFailedToComplete`) instead of returning the named error. Ignored: it fails until
 /// the arguments are decoded without that up-front allocation (a program change, reported).
-/// `cargo test -p psyche-localnet --test heap -- --ignored --nocapture` reproduces it.
+/// `cargo test -p psyche-localnet --test localnet suites::heap -- --ignored --nocapture`
+/// reproduces it.
 #[test]
 #[ignore = "fails: borsh 0.10 preallocates min(len, 1 MiB) for Vec<u8>/String arguments"]
 fn oversized_length_prefixes_fit_the_sbf_heap() {

@@ -20,12 +20,8 @@
 //!
 //! Reproducible: every key and every choice comes from the seed (`PSYCHE_FUZZ_SEED`, default
 //! below); `PSYCHE_FUZZ_TXS` sets the number of random instructions. A failure names the seed
-//! and the iteration. `cargo test -p psyche-localnet --test fuzz -- --nocapture` prints the
-//! histogram of outcomes.
-
-#[path = "support/sbf_heap.rs"]
-mod sbf_heap;
-mod support;
+//! and the iteration. `cargo test -p psyche-localnet --test localnet suites::fuzz --
+//! --nocapture` prints the histogram of outcomes.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
@@ -49,7 +45,9 @@ use solana_pubkey::Pubkey;
 use solana_signer::Signer;
 use solana_transaction::Transaction;
 use solana_transaction_error::TransactionError;
-use support::*;
+
+use crate::support::sbf_heap;
+use crate::support::*;
 
 const DEFAULT_SEED: u64 = 0x7073_7963_6865_0001;
 const DEFAULT_TXS: usize = 10_000;

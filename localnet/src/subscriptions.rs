@@ -1,0 +1,145 @@
+//! The registry of PubSub subscriptions: who listens to what, and the notifications the node
+//! pushes into their connections' channels after it commits. A leaf: the node fills it, the
+//! websocket side (`pubsub.rs`) adds and removes subscriptions.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::Mutex;
+
+use serde_json::{json, Value};
+use solana_pubkey::Pubkey;
+use solana_signature::Signature;
+
+use crate::json::{self, Encoding};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Topic {
+    Account(Pubkey, Encoding),
+    Signature(Signature),
+    Slot,
+}
+
+/// One websocket connection: its id and where its notifications go.
+pub struct Conn {
+    id: u64,
+    out: Sender<String>,
+}
+
+struct Subscription {
+    id: u64,
+    /// The connection that asked for it.
+    conn: u64,
+    topic: Topic,
+    out: Sender<String>,
+}
+
+/// Every live subscription of every connection.
+#[derive(Default)]
+pub struct Subscriptions {
+    next_id: AtomicU64,
+    next_conn: AtomicU64,
+    subs: Mutex<Vec<Subscription>>,
+}
+
+fn notification(method: &str, id: u64, result: Value) -> String {
+    json!({"jsonrpc": "2.0", "method": method,
+           "params": {"result": result, "subscription": id}})
+    .to_string()
+}
+
+impl Subscriptions {
+    /// A new connection whose notifications go to `out`.
+    pub fn connect(&self, out: Sender<String>) -> Conn {
+        Conn {
+            id: self.next_conn.fetch_add(1, Ordering::Relaxed),
+            out,
+        }
+    }
+
+    pub fn add(&self, topic: Topic, conn: &Conn) -> u64 {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let out = conn.out.clone();
+        self.subs.lock().unwrap().push(Subscription {
+            id,
+            conn: conn.id,
+            topic,
+            out,
+        });
+        id
+    }
+
+    /// Only the connection that subscribed may unsubscribe.
+    pub fn remove(&self, id: u64, conn: &Conn) -> bool {
+        let mut subs = self.subs.lock().unwrap();
+        let before = subs.len();
+        subs.retain(|s| !(s.id == id && s.conn == conn.id));
+        subs.len() != before
+    }
+
+    /// Accounts someone listens to, so the chain reads only those after a transaction.
+    pub fn watched_accounts(&self) -> Vec<Pubkey> {
+        let subs = self.subs.lock().unwrap();
+        let mut keys: Vec<Pubkey> = subs
+            .iter()
+            .filter_map(|s| match s.topic {
+                Topic::Account(k, _) => Some(k),
+                _ => None,
+            })
+            .collect();
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
+    /// `account` is None when it was closed (notified as an empty system account).
+    pub fn account_changed(
+        &self,
+        slot: u64,
+        key: &Pubkey,
+        account: Option<&solana_account::Account>,
+    ) {
+        let closed = solana_account::Account::default();
+        let account = account.unwrap_or(&closed);
+        let mut subs = self.subs.lock().unwrap();
+        subs.retain(|s| match &s.topic {
+            Topic::Account(k, enc) if k == key => {
+                let value =
+                    json!({"context": {"slot": slot}, "value": json::account(account, *enc)});
+                s.out
+                    .send(notification("accountNotification", s.id, value))
+                    .is_ok()
+            }
+            _ => true,
+        });
+    }
+
+    /// A processed transaction: its signature subscriptions fire once and end.
+    pub fn signature_processed(&self, slot: u64, sig: &Signature, err: Value) {
+        let mut subs = self.subs.lock().unwrap();
+        subs.retain(|s| match &s.topic {
+            Topic::Signature(k) if k == sig => {
+                let value = json!({"context": {"slot": slot}, "value": {"err": err}});
+                let _ = s
+                    .out
+                    .send(notification("signatureNotification", s.id, value));
+                false
+            }
+            _ => true,
+        });
+    }
+
+    pub fn slot(&self, slot: u64) {
+        let mut subs = self.subs.lock().unwrap();
+        subs.retain(|s| match &s.topic {
+            Topic::Slot => {
+                let value = json!({"parent": slot.saturating_sub(1), "root": slot.saturating_sub(1), "slot": slot});
+                s.out.send(notification("slotNotification", s.id, value)).is_ok()
+            }
+            _ => true,
+        });
+    }
+
+    pub fn drop_connection(&self, conn: &Conn) {
+        self.subs.lock().unwrap().retain(|s| s.conn != conn.id);
+    }
+}

@@ -1,0 +1,30 @@
+//! The suites, one file per subject.
+//!
+//! - `instructions`: each instruction's effect on the accounts, checked against the core.
+//! - `vectors`: every conformance vector replayed as instructions.
+//! - `negative_<instruction>`: each instruction's refusals by name, leaving every account as
+//!   it was.
+//! - `fuzz`: random and mutated instructions while a run goes through its epochs.
+//! - `heap`: the SBF heap each instruction would use.
+//! - `ledger`: a chain reopened from its ledger.
+//! - `runtime_smoke`: a run created, started, joined and ticked.
+
+mod fuzz;
+mod heap;
+mod instructions;
+mod ledger;
+mod negative_accounts;
+mod negative_authorizations;
+mod negative_checkpoint;
+mod negative_data;
+mod negative_free;
+mod negative_health;
+mod negative_init;
+mod negative_join;
+mod negative_known_issues;
+mod negative_owner;
+mod negative_tick;
+mod negative_withdraw;
+mod negative_witness;
+mod runtime_smoke;
+mod vectors;

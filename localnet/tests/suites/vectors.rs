@@ -1,0 +1,399 @@
+//! Every conformance vector replayed as instructions through the runtime, against a model of
+//! the Python server (the core operation, then a tick after a successful client operation):
+//! the program must agree with it on every error code and every state byte.
+//!
+//! The vectors' clients are bare 32-byte keys without secret keys, so this replay turns the
+//! chain's signature check off: the runtime then takes an account's signer flag as given, as it
+//! does after verifying signatures. Everything else (accounts, sysvars, CPIs) is the chain's.
+
+use psyche_coordinator::{
+    CheckpointKindParam, CheckpointParams, CoordinatorAccount, CoordinatorProgramError as PE,
+    RunConfigParams,
+};
+use psyche_coordinator_core::{self as core_sm, CoordinatorError, CoordinatorState, RunConfig};
+use psyche_localnet::ix::{create_coordinator_account, Run};
+use serde_json::Value;
+use solana_instruction::error::InstructionError;
+use solana_instruction::Instruction;
+use solana_message::Message;
+use solana_pubkey::Pubkey;
+use solana_signer::Signer;
+use solana_transaction::Transaction;
+use solana_transaction_error::TransactionError;
+
+use crate::support::*;
+
+/// A vector step as an instruction, when its arguments can be one (well-formed hex,
+/// 32-byte keys and merkle root, integers in range, known keys); None otherwise: such steps
+/// are rejected by `decode_args` or the operation's own argument checks.
+#[derive(Clone, Debug)]
+enum Op {
+    Tick,
+    Join([u8; 32], [u8; 32]),
+    Withdraw([u8; 32]),
+    WarmupWitness([u8; 32], u32),
+    Witness([u8; 32], u32, u32, Vec<u8>, Vec<u8>, [u8; 32]),
+    HealthCheck([u8; 32], u32, Vec<u16>),
+    Checkpoint([u8; 32], u32, String, String),
+    Pause,
+    Resume,
+    Update(Option<RunConfigParams>, Option<CheckpointParams>),
+}
+
+impl Op {
+    fn is_client_op(&self) -> bool {
+        !matches!(self, Op::Tick | Op::Pause | Op::Resume | Op::Update(..))
+    }
+}
+
+fn hex_bytes(v: &Value) -> Option<Vec<u8>> {
+    let s = v.as_str()?;
+    if s.len() % 2 != 0
+        || !s
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
+        return None;
+    }
+    hex::decode(s).ok()
+}
+
+fn key(v: &Value) -> Option<[u8; 32]> {
+    hex_bytes(v)?.try_into().ok()
+}
+
+fn int<T: TryFrom<u64>>(v: &Value) -> Option<T> {
+    v.as_u64().and_then(|n| T::try_from(n).ok())
+}
+
+fn config_from_json(v: &Value) -> Option<RunConfig> {
+    let obj = v.as_object()?;
+    let mut c = RunConfig::DEFAULT;
+    for (k, v) in obj {
+        match k.as_str() {
+            "warmup_time" => c.warmup_time = int(v)?,
+            "cooldown_time" => c.cooldown_time = int(v)?,
+            "max_round_train_time" => c.max_round_train_time = int(v)?,
+            "round_witness_time" => c.round_witness_time = int(v)?,
+            "epoch_time" => c.epoch_time = int(v)?,
+            "global_batch_size_warmup_tokens" => c.global_batch_size_warmup_tokens = int(v)?,
+            "total_steps" => c.total_steps = int(v)?,
+            "max_seq_len" => c.max_seq_len = int(v)?,
+            "min_clients" => c.min_clients = int(v)?,
+            "init_min_clients" => c.init_min_clients = int(v)?,
+            "witness_nodes" => c.witness_nodes = int(v)?,
+            "global_batch_size_start" => c.global_batch_size_start = int(v)?,
+            "global_batch_size_end" => c.global_batch_size_end = int(v)?,
+            "verification_percent" => c.verification_percent = int(v)?,
+            "checkpointer_percent" => c.checkpointer_percent = int(v)?,
+            "waiting_for_members_extra_time" => c.waiting_for_members_extra_time = int(v)?,
+            _ => return None,
+        }
+    }
+    Some(c)
+}
+
+fn checkpoint_from_json(v: &Value) -> Option<CheckpointParams> {
+    let obj = v.as_object()?;
+    if obj
+        .keys()
+        .any(|k| !["kind", "repo", "revision"].contains(&k.as_str()))
+    {
+        return None;
+    }
+    let kind = match obj.get("kind")?.as_str()? {
+        "Dummy" => CheckpointKindParam::Dummy,
+        "Hub" => CheckpointKindParam::Hub,
+        "P2P" => CheckpointKindParam::P2P,
+        _ => return None,
+    };
+    let text = |k: &str| match obj.get(k) {
+        None => Some(String::new()),
+        Some(v) => v.as_str().map(str::to_string),
+    };
+    Some(CheckpointParams {
+        kind,
+        repo: text("repo")?,
+        revision: text("revision")?,
+    })
+}
+
+fn decode(op: &str, args: &Value) -> Option<Op> {
+    let a = args.as_object()?;
+    let allowed: &[&str] = match op {
+        "tick" | "pause" | "resume" => &[],
+        "join" => &["signer", "p2p_identity"],
+        "withdraw" => &["signer"],
+        "warmup_witness" => &["signer", "index"],
+        "witness" => &[
+            "signer",
+            "index",
+            "step",
+            "participant_bloom",
+            "broadcast_bloom",
+            "broadcast_merkle",
+        ],
+        "health_check" => &["signer", "index", "targets"],
+        "checkpoint" => &["signer", "index", "repo", "revision"],
+        "update" => &["config", "checkpoint"],
+        _ => return None,
+    };
+    if a.keys().any(|k| !allowed.contains(&k.as_str())) {
+        return None;
+    }
+    let g = |k: &str| a.get(k);
+    Some(match op {
+        "tick" => Op::Tick,
+        "pause" => Op::Pause,
+        "resume" => Op::Resume,
+        "join" => Op::Join(key(g("signer")?)?, key(g("p2p_identity")?)?),
+        "withdraw" => Op::Withdraw(key(g("signer")?)?),
+        "warmup_witness" => Op::WarmupWitness(key(g("signer")?)?, int(g("index")?)?),
+        "witness" => Op::Witness(
+            key(g("signer")?)?,
+            int(g("index")?)?,
+            int(g("step")?)?,
+            hex_bytes(g("participant_bloom")?)?,
+            hex_bytes(g("broadcast_bloom")?)?,
+            key(g("broadcast_merkle")?)?,
+        ),
+        "health_check" => Op::HealthCheck(
+            key(g("signer")?)?,
+            int(g("index")?)?,
+            g("targets")?
+                .as_array()?
+                .iter()
+                .map(int)
+                .collect::<Option<_>>()?,
+        ),
+        "checkpoint" => Op::Checkpoint(
+            key(g("signer")?)?,
+            int(g("index")?)?,
+            g("repo")?.as_str()?.to_string(),
+            match g("revision") {
+                None => String::new(),
+                Some(v) => v.as_str()?.to_string(),
+            },
+        ),
+        "update" => Op::Update(
+            match g("config") {
+                None => None,
+                // `RunConfig.from_dict` validates while decoding, before `update` runs its
+                // halted check: an invalid config is a decoding error in the vectors.
+                Some(v) => {
+                    let c = config_from_json(v)?;
+                    c.validate().ok()?;
+                    Some(RunConfigParams::from_core(&c))
+                }
+            },
+            match g("checkpoint") {
+                None => None,
+                Some(v) => Some(checkpoint_from_json(v)?),
+            },
+        ),
+        _ => return None,
+    })
+}
+
+/// The core operation alone (what a vector step records).
+fn apply_core(s: &mut CoordinatorState, now: u64, op: &Op) -> Result<(), CoordinatorError> {
+    match op {
+        Op::Tick => core_sm::tick(s, now),
+        Op::Join(k, p) => core_sm::join(s, now, k, p),
+        Op::Withdraw(k) => core_sm::withdraw(s, now, k),
+        Op::WarmupWitness(k, i) => core_sm::warmup_witness(s, now, k, *i),
+        Op::Witness(k, i, st, pb, bb, m) => core_sm::witness(s, now, k, *i, *st, pb, bb, m),
+        Op::HealthCheck(k, i, t) => core_sm::health_check(s, now, k, *i, t),
+        Op::Checkpoint(k, i, r, v) => {
+            core_sm::checkpoint(s, now, k, *i, r.as_bytes(), v.as_bytes())
+        }
+        Op::Pause => core_sm::pause(s, now),
+        Op::Resume => core_sm::resume(s, now),
+        Op::Update(c, ck) => {
+            let c = c.map(|c| c.to_core());
+            let ck = ck.as_ref().map(CheckpointParams::as_core);
+            core_sm::update(s, now, c.as_ref(), ck.as_ref())
+        }
+    }
+}
+
+fn instruction_for(env: &Env, run: &Run, authority: &Pubkey, op: &Op) -> Instruction {
+    let key = |k: &[u8; 32]| Pubkey::new_from_array(*k);
+    match op {
+        Op::Tick => run.tick(&env.payer.pubkey()),
+        Op::Join(k, p) => run.join_run(&key(k), None, *p),
+        Op::Withdraw(k) => run.withdraw(&key(k)),
+        Op::WarmupWitness(k, i) => run.warmup_witness(&key(k), *i),
+        Op::Witness(k, i, st, pb, bb, m) => {
+            run.witness(&key(k), *i, *st, pb.clone(), bb.clone(), *m)
+        }
+        Op::HealthCheck(k, i, t) => run.health_check(&key(k), *i, t.clone()),
+        Op::Checkpoint(k, i, r, v) => run.checkpoint(&key(k), *i, r, v),
+        Op::Pause => run.set_paused(authority, true),
+        Op::Resume => run.set_paused(authority, false),
+        Op::Update(c, ck) => run.update(authority, *c, ck.clone()),
+    }
+}
+
+/// Sends `ix` on a new slot, signed by the payer only (the signature check is off): the
+/// custom error code of a refusal.
+fn send_unsigned(env: &mut Env, ix: Instruction) -> Result<(), u32> {
+    env.chain.advance_slot(env.now);
+    let (hash, _) = env.chain.latest_blockhash();
+    let payer = env.payer.insecure_clone();
+    let mut tx = Transaction::new_unsigned(Message::new_with_blockhash(
+        &[ix],
+        Some(&payer.pubkey()),
+        &hash,
+    ));
+    tx.partial_sign(&[&payer], hash);
+    match env.chain.send(tx.into()) {
+        Ok(_) => Ok(()),
+        Err(f) => match f.err {
+            TransactionError::InstructionError(0, InstructionError::Custom(c)) => Err(c),
+            e => panic!("not a custom error: {e:?}\n{}", f.meta.logs.join("\n")),
+        },
+    }
+}
+
+fn vectors_dir() -> std::path::PathBuf {
+    match std::env::var_os("PSYCHE_VECTORS_DIR") {
+        Some(d) => d.into(),
+        None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/vectors"),
+    }
+}
+
+/// Every conformance vector, as instructions. Three trajectories per file:
+/// - the core alone must reproduce the vector (checks this test's decoding of the steps);
+/// - the model (core operation, then a tick after a successful client operation, as the
+///   Python server does) and the program must agree on every error code and state byte.
+#[test]
+fn conformance_vectors_replayed_as_instructions() {
+    let mut files: Vec<_> = std::fs::read_dir(vectors_dir())
+        .expect("vectors dir")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty());
+    // the program's `msg!` prints natively: keep --nocapture output to the summary
+    let quiet = QuietStdout::new();
+    let (mut steps, mut sent, mut ticked) = (0usize, 0usize, 0usize);
+    // One chain for every vector (a new one costs more than a vector's steps): each vector
+    // has its own run id, so its own instance and coordinator account.
+    let mut env = Env::new();
+    env.chain.svm = std::mem::take(&mut env.chain.svm).with_sigverify(false);
+    for path in &files {
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let init = &v["initial"];
+        let run_id = init["run_id"].as_str().unwrap();
+        let config = config_from_json(&init["config"]).unwrap();
+        let seed = init["run_seed"].as_u64().unwrap();
+        let ck = checkpoint_from_json(&init["checkpoint"]).unwrap();
+
+        // the vector's trajectory (core only)
+        let mut vector = StateBuf::zeroed();
+        core_sm::new_run(
+            vector.get_mut(),
+            run_id.as_bytes(),
+            &config,
+            seed,
+            &ck.as_core(),
+        )
+        .unwrap();
+        assert_eq!(
+            hex::encode(core_sm::state_hash(vector.get())),
+            v["initial_hash"].as_str().unwrap()
+        );
+
+        // the program: init (dummy checkpoint) then update to the vector's checkpoint
+        env.set_time(v["steps"][0]["time"].as_i64().unwrap_or(0));
+        let account = env.new_keypair();
+        let authority = env.keypair();
+        let run = Run::new(run_id, account.pubkey());
+        assert!(
+            env.account(&run.instance).is_none(),
+            "{name}: run id {run_id:?} is another vector's"
+        );
+        let rent = env
+            .chain
+            .svm
+            .minimum_balance_for_rent_exemption(CoordinatorAccount::SPACE);
+        let payer = env.payer.pubkey();
+        let params = RunConfigParams::from_core(&config);
+        let a = authority.pubkey();
+        env.ok(
+            &[&account],
+            &[
+                create_coordinator_account(&payer, &account.pubkey(), rent),
+                run.init(&payer, run_id, a, a, true, params, seed),
+            ],
+        );
+        env.ok(&[&authority], &[run.update(&a, None, Some(ck))]);
+        assert!(
+            env.state(&run.account).bytes() == vector.bytes(),
+            "{name}: initial state"
+        );
+        let mut model = StateBuf::from_state_bytes(vector.bytes());
+
+        for (i, step) in v["steps"].as_array().unwrap().iter().enumerate() {
+            steps += 1;
+            let now = step["time"].as_u64().unwrap();
+            let expect = &step["expect"];
+            let op = step["op"].as_str().and_then(|o| decode(o, &step["args"]));
+            let Some(op) = op else {
+                assert!(
+                    !expect["error"].is_null(),
+                    "{name} step {i}: undecodable step succeeded"
+                );
+                continue;
+            };
+            // 1. the core alone reproduces the vector
+            let r = apply_core(vector.get_mut(), now, &op);
+            assert_eq!(
+                r.err().map(|e| e.code()),
+                expect["error"].as_str(),
+                "{name} step {i} ({op:?})"
+            );
+            assert_eq!(
+                hex::encode(core_sm::state_hash(vector.get())),
+                expect["hash"].as_str().unwrap(),
+                "{name} step {i}: core hash"
+            );
+            // 2. the model of the server: operation, then tick
+            let before = StateBuf::from_state_bytes(model.bytes());
+            let r = apply_core(model.get_mut(), now, &op);
+            if r.is_ok() && op.is_client_op() {
+                let before_tick = StateBuf::from_state_bytes(model.bytes());
+                let _ = core_sm::tick(model.get_mut(), now);
+                if model.bytes() != before_tick.bytes() {
+                    ticked += 1;
+                }
+            }
+            if r.is_err() {
+                assert!(model.bytes() == before.bytes());
+            }
+            // 3. the program
+            env.now = now as i64;
+            let ix = instruction_for(&env, &run, &a, &op);
+            let got = send_unsigned(&mut env, ix);
+            sent += 1;
+            assert_eq!(
+                got,
+                r.map_err(|e| PE::from(e).code()),
+                "{name} step {i} ({op:?}): program error"
+            );
+            assert!(
+                env.state(&run.account).bytes() == model.bytes(),
+                "{name} step {i} ({op:?}): program state"
+            );
+        }
+    }
+    drop(quiet);
+    println!(
+        "replayed {} vectors: {steps} steps, {sent} sent as instructions, {ticked} changed by the tick after a client operation",
+        files.len()
+    );
+    assert!(sent > steps / 2);
+}
