@@ -249,15 +249,16 @@ async def run(args):
         instance = coord.instance_key("tps")
         rent = await coord.rent_exempt(ACCOUNT_SPACE)
         await coord.send([coord.ix_create_account(account.pubkey(), rent),
-                          coord.ix_init("tps", account.pubkey(), payer.pubkey(), payer.pubkey(),
-                                        True, CONFIG, 7)], signers=[account])
+                          coord.ix_init_coordinator("tps", account.pubkey(), payer.pubkey(),
+                                                    payer.pubkey(), True, CONFIG, 7)],
+                         signers=[account])
         await coord.send([coord.ix_set_paused(payer.pubkey(), instance, account.pubkey(), False)])
         acct = account.pubkey()
 
         log(f"{CLIENTS} clients join, then warmup_witness (setup bursts, also measured)")
         h = await b.blockhash()
         await b.burst("join_run (setup)", [
-            b.sign(kp, [coord.ix_join(kp.pubkey(), instance, acct, bytes([i]) * 32)], h)
+            b.sign(kp, [coord.ix_join_run(kp.pubkey(), instance, acct, bytes([i]) * 32)], h)
             for i, kp in enumerate(clients)])
         st = await b.tick_until(payer, instance, acct,
                                 lambda s: s.run_state != RunState.WaitingForMembers)

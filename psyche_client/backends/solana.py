@@ -162,7 +162,7 @@ class SolanaBackend:
         if op == "tick":
             return c.ix_tick(*where)
         if op == "join":
-            return c.ix_join(*where, args["p2p_identity"], authorization)
+            return c.ix_join_run(*where, args["p2p_identity"], authorization)
         if op == "withdraw":
             return c.ix_withdraw(*where)
         if op == "warmup_witness":
