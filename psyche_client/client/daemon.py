@@ -12,6 +12,7 @@ from psyche_coordinator_core import CoordinatorError, RoundCommittee, RunState
 
 from ..backends.base import BackendError
 from ..training.errors import ModelUnavailable
+from .actions import Action, Apply, Evaluate, Log, Prepare, Publish, Send, Snapshot, Train
 from .results import TrainingResult
 from .state_machine import ClientStateMachine
 
@@ -50,27 +51,27 @@ class ClientDaemon:
         self._tasks.add(t)
         t.add_done_callback(self._tasks.discard)
 
-    def _run(self, actions) -> None:
+    def _run(self, actions: list[Action]) -> None:
         for act in actions:
-            kind = act[0]
-            if kind == "send":
-                self._spawn(self._send(act[1], act[2]))
-            elif kind == "prepare":
-                self._spawn(self._prepare(act[1]))
-            elif kind == "train":
-                self._spawn(self._train(act[1], act[2]))
-            elif kind == "apply":
-                self._spawn(self._guard(f"apply step {act[1]}",
-                                        self._in_worker(self.trainer.apply, act[1], act[2])))
-            elif kind == "evaluate":
-                self._spawn(self._guard("evaluate",
-                                        self._in_worker(self.trainer.evaluate, act[1], act[2])))
-            elif kind == "snapshot":
-                self._spawn(self._guard(f"snapshot for step {act[1]}", self._snapshot(act[1])))
-            elif kind == "publish":
-                self._spawn(self._guard("publishing a result", self.transport.publish(act[1])))
-            elif kind == "log":
-                self.log(act[1])
+            match act:
+                case Send(op, args):
+                    self._spawn(self._send(op, args))
+                case Prepare(epoch):
+                    self._spawn(self._prepare(epoch))
+                case Train(step, batch):
+                    self._spawn(self._train(step, batch))
+                case Apply(step, results):
+                    self._spawn(self._guard(f"apply step {step}",
+                                            self._in_worker(self.trainer.apply, step, results)))
+                case Evaluate(epoch, step):
+                    self._spawn(self._guard("evaluate",
+                                            self._in_worker(self.trainer.evaluate, epoch, step)))
+                case Snapshot(step):
+                    self._spawn(self._guard(f"snapshot for step {step}", self._snapshot(step)))
+                case Publish(result):
+                    self._spawn(self._guard("publishing a result", self.transport.publish(result)))
+                case Log(text):
+                    self.log(text)
 
     async def _send(self, op, args):
         try:
