@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import base64
 import gc
+import logging
 import os
 import statistics
 import subprocess
@@ -72,7 +73,7 @@ def binary(path: str = None) -> Path:
     if path:
         return Path(path)
     try:
-        return find_binary(rebuild=False, log=log, profile="release")
+        return find_binary(rebuild=False, profile="release")
     except LocalnetError as e:
         sys.exit(f"chain_tps: {e}")
 
@@ -373,6 +374,9 @@ def main():
     p.add_argument("--repeat", type=int, default=3,
                    help="tick and transfer bursts, alternating (default 3)")
     args = p.parse_args()
+    # find_binary says when it builds the node (the first time takes minutes)
+    logging.basicConfig(format="%(message)s", stream=sys.stdout)
+    logging.getLogger("psyche_client.chain.localnet").setLevel(logging.INFO)
     if args.batch != 1 and args.client != "httpx":
         p.error("--batch needs --client httpx")
     rows, load = asyncio.run(run(args))
