@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import base64
 import gc
+import logging
 import os
 import statistics
 import subprocess
@@ -72,7 +73,7 @@ def binary(path: str = None) -> Path:
     if path:
         return Path(path)
     try:
-        return find_binary(rebuild=False, log=log, profile="release")
+        return find_binary(rebuild=False, profile="release")
     except LocalnetError as e:
         sys.exit(f"chain_tps: {e}")
 
@@ -249,15 +250,16 @@ async def run(args):
         instance = coord.instance_key("tps")
         rent = await coord.rent_exempt(ACCOUNT_SPACE)
         await coord.send([coord.ix_create_account(account.pubkey(), rent),
-                          coord.ix_init("tps", account.pubkey(), payer.pubkey(), payer.pubkey(),
-                                        True, CONFIG, 7)], signers=[account])
+                          coord.ix_init_coordinator("tps", account.pubkey(), payer.pubkey(),
+                                                    payer.pubkey(), True, CONFIG, 7)],
+                         signers=[account])
         await coord.send([coord.ix_set_paused(payer.pubkey(), instance, account.pubkey(), False)])
         acct = account.pubkey()
 
         log(f"{CLIENTS} clients join, then warmup_witness (setup bursts, also measured)")
         h = await b.blockhash()
         await b.burst("join_run (setup)", [
-            b.sign(kp, [coord.ix_join(kp.pubkey(), instance, acct, bytes([i]) * 32)], h)
+            b.sign(kp, [coord.ix_join_run(kp.pubkey(), instance, acct, bytes([i]) * 32)], h)
             for i, kp in enumerate(clients)])
         st = await b.tick_until(payer, instance, acct,
                                 lambda s: s.run_state != RunState.WaitingForMembers)
@@ -372,6 +374,9 @@ def main():
     p.add_argument("--repeat", type=int, default=3,
                    help="tick and transfer bursts, alternating (default 3)")
     args = p.parse_args()
+    # find_binary says when it builds the node (the first time takes minutes)
+    logging.basicConfig(format="%(message)s", stream=sys.stdout)
+    logging.getLogger("psyche_client.chain.localnet").setLevel(logging.INFO)
     if args.batch != 1 and args.client != "httpx":
         p.error("--batch needs --client httpx")
     rows, load = asyncio.run(run(args))

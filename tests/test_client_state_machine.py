@@ -6,6 +6,7 @@ import hashlib
 
 from psyche_coordinator_core import (ClientState, CoordinatorError, RunConfig, RunState, apply,
                                      new_run)
+from psyche_client.client.actions import Apply, Prepare, Publish, Send, Snapshot, Train
 from psyche_client.client.results import TrainingResult, dummy_payload
 from psyche_client.client.state_machine import ClientStateMachine
 from psyche_client.identity import Identity
@@ -40,31 +41,31 @@ class Sim:
         queue = [(who, a) for a in actions]
         while queue:
             who, act = queue.pop(0)
-            sm, kind = self.sms[who], act[0]
-            if kind == "send":
-                self.sent.append((who, act[1]))
-                before = self.state
-                try:
-                    self._apply(act[1], act[2])
-                    more = sm.op_finished(act[1], None, act[2])
-                except CoordinatorError as e:
-                    self.rejected.append((who, act[1], e.code))
-                    more = sm.op_finished(act[1], e.code, act[2])
-                queue += [(who, a) for a in more]
-                if self.state is not before:
+            sm = self.sms[who]
+            match act:
+                case Send(op, args):
+                    self.sent.append((who, op))
+                    before = self.state
+                    try:
+                        self._apply(op, args)
+                        more = sm.op_finished(op, None, args)
+                    except CoordinatorError as e:
+                        self.rejected.append((who, op, e.code))
+                        more = sm.op_finished(op, e.code, args)
+                    queue += [(who, a) for a in more]
+                    if self.state is not before:
+                        for k, other in enumerate(self.sms):
+                            queue += [(k, a) for a in other.on_state(self.state, self.t)]
+                case Prepare(epoch):
+                    queue += [(who, a) for a in sm.model_ready(epoch)]
+                case Train(step, batch):
+                    result = TrainingResult.create(self.ids[who], step, batch,
+                                                   dummy_payload("sim", step, batch))
+                    queue += [(who, a) for a in sm.trained(step, result)]
+                case Publish(result) if who not in self.silent:
                     for k, other in enumerate(self.sms):
-                        queue += [(k, a) for a in other.on_state(self.state, self.t)]
-            elif kind == "prepare":
-                queue += [(who, a) for a in sm.model_ready(act[1])]
-            elif kind == "train":
-                step, batch = act[1], act[2]
-                result = TrainingResult.create(self.ids[who], step, batch,
-                                               dummy_payload("sim", step, batch))
-                queue += [(who, a) for a in sm.trained(step, result)]
-            elif kind == "publish" and who not in self.silent:
-                for k, other in enumerate(self.sms):
-                    if k != who:
-                        queue += [(k, a) for a in other.on_result(act[1])]
+                        if k != who:
+                            queue += [(k, a) for a in other.on_result(result)]
 
     def run(self, until, limit=400):
         for _ in range(limit):
@@ -141,13 +142,14 @@ def test_snapshot_once_per_epoch_after_its_last_apply():
 
     sm.on_state = recording
     sim.run(lambda s: s.run_state == RunState.Finished)
-    snaps = [(i, x) for i, x in enumerate(seen) if x[3][0] == "snapshot"]
+    snaps = [(i, x) for i, x in enumerate(seen) if isinstance(x[3], Snapshot)]
     assert len(snaps) >= 2
     assert len({x[0] for _, x in snaps}) == len(snaps)  # one per epoch
-    for i, (epoch, run_state, _, (_, step)) in snaps:
+    for i, (epoch, run_state, _, snap) in snaps:
+        step = snap.step
         assert run_state == RunState.Cooldown
-        before = [a[1] for _, _, _, a in seen[:i] if a[0] == "apply"]
-        after = [a[1] for _, _, _, a in seen[i:] if a[0] == "apply"]
+        before = [a.step for _, _, _, a in seen[:i] if isinstance(a, Apply)]
+        after = [a.step for _, _, _, a in seen[i:] if isinstance(a, Apply)]
         assert step - 3 in before  # the last trained round (two drain rounds follow it)
         assert all(s >= step for s in after)
         starts = {x[2] for x in seen if x[0] == epoch + 1 and x[1] != RunState.WaitingForMembers}
@@ -162,9 +164,9 @@ def test_snapshot_once_per_epoch_after_its_last_apply():
                 and st.run_state != RunState.Cooldown:
             continue
         acts += late.on_state(st, 0)
-    kinds = [(a[0], a[1]) for a in acts if a[0] in ("apply", "snapshot")]
-    assert sum(k == "snapshot" for k, _ in kinds) == len(snaps)
+    kinds = [(type(a), a.step) for a in acts if isinstance(a, (Apply, Snapshot))]
+    assert sum(k is Snapshot for k, _ in kinds) == len(snaps)
     for i, (kind, step) in enumerate(kinds):
-        if kind == "snapshot":
-            assert ("apply", step - 3) in kinds[:i] and ("apply", step - 4) in kinds[:i]
-            assert all(s >= step for k, s in kinds[i:] if k == "apply")
+        if kind is Snapshot:
+            assert (Apply, step - 3) in kinds[:i] and (Apply, step - 4) in kinds[:i]
+            assert all(s >= step for k, s in kinds[i:] if k is Apply)

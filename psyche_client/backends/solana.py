@@ -51,14 +51,13 @@ class PeerDirectory:
 
 class SolanaBackend:
     def __init__(self, rpc_url: str, ws_url: str, run_id: str, keypair, p2p_addr: str = None,
-                 peer_dir=None, spec=None, log=None):
+                 peer_dir=None, spec=None):
         self.rpc_url, self.ws_url, self.run_id = rpc_url, ws_url, run_id
         self.keypair = keypair
         self.p2p_identity = identity_of(keypair).public
         self.p2p_addr = p2p_addr
         self.peer_dir = PeerDirectory(peer_dir) if peer_dir else None
         self._spec = spec
-        self.log = log or (lambda line: None)
         self.coordinator = Coordinator(rpc_url, keypair)
         self.instance_key = self.coordinator.instance_key(run_id)
         self.account = None
@@ -83,8 +82,8 @@ class SolanaBackend:
         if self.peer_dir and self.p2p_addr:
             self.peer_dir.publish(self.p2p_identity, self.p2p_addr)
         ws = await self._subscribe()
-        self.log(f"following coordinator account {self.account} over {self.ws_url} "
-                 f"({'permissionless' if self.permissionless else 'permissioned'} run)")
+        log.info("following coordinator account %s over %s (%s run)", self.account, self.ws_url,
+                 "permissionless" if self.permissionless else "permissioned")
         await self._refresh()  # the state as of now; notifications follow
         self._reader = asyncio.ensure_future(self._read_loop(ws))
 
@@ -162,7 +161,7 @@ class SolanaBackend:
         if op == "tick":
             return c.ix_tick(*where)
         if op == "join":
-            return c.ix_join(*where, args["p2p_identity"], authorization)
+            return c.ix_join_run(*where, args["p2p_identity"], authorization)
         if op == "withdraw":
             return c.ix_withdraw(*where)
         if op == "warmup_witness":

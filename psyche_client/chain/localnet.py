@@ -1,5 +1,6 @@
 """Finding, building and starting the `psyche-localnet` binary (localnet/ in this repository)."""
 
+import logging
 import os
 import re
 import shutil
@@ -7,6 +8,8 @@ import subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+log = logging.getLogger(__name__)
+
 READY = re.compile(r"psyche-localnet: ready: program (\S+) rpc (\S+) pubsub (\S+)")
 
 
@@ -18,7 +21,7 @@ def target_dir() -> Path:
     return Path(os.environ.get("CARGO_TARGET_DIR", Path.home() / ".cache/psyche/cargo-target"))
 
 
-def find_binary(rebuild: bool = True, log=print, profile: str = "debug") -> Path:
+def find_binary(rebuild: bool = True, profile: str = "debug") -> Path:
     """$PSYCHE_LOCALNET, else the workspace's build (`profile`: debug, the one the tests and
     scripts use, or release, for benchmarks). With `rebuild`, cargo runs first
     (quick when nothing changed; a stale binary is rebuilt); without it an existing binary is
@@ -34,7 +37,7 @@ def find_binary(rebuild: bool = True, log=print, profile: str = "debug") -> Path
         raise LocalnetError("psyche-localnet is not built and cargo is not available "
                             "(install Rust, or set PSYCHE_LOCALNET to the binary)")
     if not binary.exists():
-        log("building psyche-localnet (the first time takes a few minutes)")
+        log.info("building psyche-localnet (the first time takes a few minutes)")
     release = ["--release"] if profile == "release" else []
     done = subprocess.run(["cargo", "build", "-q", *release, "-p", "psyche-localnet"], cwd=REPO,
                           env={**os.environ, "CARGO_TARGET_DIR": str(target_dir())})

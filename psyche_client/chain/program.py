@@ -143,8 +143,8 @@ class Coordinator:
             from_pubkey=self.payer.pubkey(), to_pubkey=account, lamports=lamports,
             space=ACCOUNT_SPACE, owner=self.program_id))
 
-    def ix_init(self, run_id, account, main_authority, join_authority, permissionless,
-                config: RunConfig, run_seed: int) -> Instruction:
+    def ix_init_coordinator(self, run_id, account, main_authority, join_authority,
+                            permissionless, config: RunConfig, run_seed: int) -> Instruction:
         return self._ix("init_coordinator", run_id, main_authority, join_authority,
                         permissionless, self.config_arg(config), run_seed,
                         accounts={"payer": self.payer.pubkey(),
@@ -160,7 +160,7 @@ class Coordinator:
     def ix_set_paused(self, authority, instance, account, paused: bool):
         return self._ix("set_paused", paused, accounts=self._owner(authority, instance, account))
 
-    def ix_join(self, user, instance, account, p2p_identity: bytes, authorization=None):
+    def ix_join_run(self, user, instance, account, p2p_identity: bytes, authorization=None):
         accounts = self._user(user, instance, account)
         # Anchor's convention for an absent optional account: the program id in its place.
         accounts["authorization"] = authorization or self.program_id
@@ -188,19 +188,19 @@ class Coordinator:
     def ix_withdraw(self, user, instance, account):
         return self._ix("withdraw", accounts=self._user(user, instance, account))
 
-    def ix_free(self, authority, instance, account, spill):
+    def ix_free_coordinator(self, authority, instance, account, spill):
         return self._ix("free_coordinator", accounts={
             "authority": authority, "spill": spill, "coordinator_instance": instance,
             "coordinator_account": account})
 
-    def ix_authorize(self, join_authority, instance, grantee):
+    def ix_authorize_joiner(self, join_authority, instance, grantee):
         return self._ix("authorize_joiner", grantee, accounts={
             "payer": self.payer.pubkey(), "join_authority": join_authority,
             "coordinator_instance": instance,
             "authorization": self.authorization_key(instance, grantee),
             "system_program": SYSTEM_PROGRAM_ID})
 
-    def ix_revoke(self, join_authority, instance, grantee, spill):
+    def ix_revoke_joiner(self, join_authority, instance, grantee, spill):
         return self._ix("revoke_joiner", accounts={
             "join_authority": join_authority, "spill": spill, "coordinator_instance": instance,
             "authorization": self.authorization_key(instance, grantee)})

@@ -2,6 +2,7 @@
 created with `psyche-solana-client create-run`, clients on the chain backend."""
 
 import asyncio
+import logging
 import os
 import sys
 import tomllib
@@ -12,7 +13,9 @@ from solders.keypair import Keypair
 
 from ..chain.keys import load_keypair, save_keypair
 from ..chain.localnet import LocalnetError, command, find_binary, parse_ready
-from .local_testnet import Testnet
+from .testnet import Testnet, TestnetOptions
+
+log = logging.getLogger(__name__)
 
 CLI = [sys.executable, "-u", "-m", "psyche_client.cli.solana_client"]
 FUND_SOL = 100  # each client pays its own transaction fees
@@ -44,13 +47,13 @@ def chain_state_file(state_path: Path, workdir: Path) -> Path:
 class ChainTestnet(Testnet):
     coordinator_name = "psyche-localnet"
 
-    def __init__(self, state_path, *args, **kwargs):
-        super().__init__(state_path, *args, **kwargs)
+    def __init__(self, opts: TestnetOptions):
+        super().__init__(opts)
         try:
-            self.binary = find_binary(log=self.log)
+            self.binary = find_binary()
         except LocalnetError as e:
             raise SystemExit(f"error: {e}")
-        self.state_file = chain_state_file(state_path, self.workdir)
+        self.state_file = chain_state_file(opts.state_path, self.workdir)
         self.rpc = self.ws = None
 
     def server_cmd(self):
@@ -81,7 +84,7 @@ class ChainTestnet(Testnet):
             stderr=asyncio.subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         out, _ = await proc.communicate()
         for line in out.decode(errors="replace").splitlines():
-            print(f"[{'creator':>8}] {line}", flush=True)
+            self.echo("creator", line)
         return proc.returncode == 0
 
     def pubkey(self, path: Path) -> str:
@@ -89,10 +92,10 @@ class ChainTestnet(Testnet):
 
     async def prepare(self) -> bool:
         owner = self.keypair("owner")
-        self.log(f"chain at {self.rpc}; creating run {self.run_id!r}")
+        log.info("chain at %s; creating run %r", self.rpc, self.run_id)
         if not await self.cli("airdrop", "--keypair", str(owner), "--sol", str(OWNER_SOL)):
             return False
-        for n in range(1, self.num_clients + 1):
+        for n in range(1, self.opts.num_clients + 1):
             key = self.keypair(f"client-{n}")
             if not await self.cli("airdrop", "--keypair", str(owner), "--to", self.pubkey(key),
                                   "--sol", str(FUND_SOL)):
@@ -104,5 +107,5 @@ class ChainTestnet(Testnet):
         return [*CLI, "train", "--rpc", self.rpc, "--ws", self.ws,
                 "--keypair", str(self.keypair(f"client-{n}")), "--run-id", self.run_id,
                 "--peer-dir", str(self.workdir / "peers"), "--run-spec", str(self.state_file),
-                "--dummy-training-delay-secs", str(self.delay),
+                "--dummy-training-delay-secs", str(self.opts.dummy_training_delay_secs),
                 "--torch-threads", "1", "--metrics-file", str(self.workdir / f"client-{n}.jsonl")]

@@ -46,7 +46,7 @@ def show_identity(identity_secret_key_path):
 def train(run_id, server_addr, identity_secret_key_path, **opts):
     identity = _identity(identity_secret_key_path)
 
-    def make_backend(addr, log):
+    def make_backend(addr):
         return CentralizedBackend(server_url(server_addr), run_id, identity, identity.public,
                                   addr)
 

@@ -1,20 +1,32 @@
 """Pieces shared by the command lines."""
 
 import asyncio
+import logging
 import sys
-import time
 
 import click
 
+log = logging.getLogger(__name__)
 
-def stamp() -> str:
-    return time.strftime("%H:%M:%S")
+STAMP = "%H:%M:%S"
 
 
-def make_logger(prefix: str = ""):
-    def log(line: str) -> None:
-        print(f"{stamp()} {prefix}{line}", flush=True)
-    return log
+def configure_logging(prefix: str = "", handler: logging.Handler = None) -> None:
+    """Send the package's log records (INFO and up) to stdout as `HH:MM:SS <prefix><message>`,
+    the line form the local testnet and the tests read (a client's prefix is its identity), or
+    to `handler` (the server's TUI keeps the recent lines to draw them). Other libraries'
+    records are left to Python's defaults."""
+    if handler is None:
+        handler = logging.StreamHandler(sys.stdout)  # flushed after every record
+        handler.setFormatter(logging.Formatter(f"%(asctime)s {prefix}%(message)s", STAMP))
+    # `__main__`: the name a command's own module logs under when run as `python -m ...`
+    for name in ("psyche_client", "__main__"):
+        logger = logging.getLogger(name)
+        for old in list(logger.handlers):  # replaced, not added: no line is printed twice
+            logger.removeHandler(old)
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
 
 
 def tui_enabled(flag: bool) -> bool:
@@ -71,29 +83,30 @@ def run_client(run_id, identity, make_backend, where, bind_p2p_port, bind_p2p_ho
                tui, dummy_training_delay_secs, micro_batch_size, device, torch_threads,
                data_parallelism, metrics_file, wandb_project, wandb_run, wandb_group,
                wandb_entity):
-    """Starts the p2p transport, connects `make_backend(p2p_addr, log)` and serves the run until
+    """Starts the p2p transport, connects `make_backend(p2p_addr)` and serves the run until
     it finishes; exits the process with the daemon's code."""
     from ..backends.base import BackendError, FatalBackendError
     from ..client.daemon import ClientDaemon
     from ..p2p.transport import make_transport
 
-    log = make_logger(f"[{identity.public.hex()[:8]}] ")
+    configure_logging(f"[{identity.public.hex()[:8]}] ")
     problem = check_data_parallelism(data_parallelism, device)
     if problem:
         fail(problem)
     wandb_args = dict(project=wandb_project, name=wandb_run, group=wandb_group,
                       entity=wandb_entity)
-    make_trainer = trainer_factory(run_id, identity, log, dummy_training_delay_secs,
+    make_trainer = trainer_factory(run_id, identity, dummy_training_delay_secs,
                                    micro_batch_size, device, torch_threads, metrics_file,
                                    wandb_args, data_parallelism=data_parallelism)
 
     async def go():
-        transport = make_transport(p2p_kind, identity, None, log, bind_p2p_host, bind_p2p_port)
+        transport = make_transport(p2p_kind, identity, None, log.info, bind_p2p_host,
+                                   bind_p2p_port)
         addr = await transport.start()
-        backend = make_backend(addr, log)
-        log(f"client {identity.public.hex()} joining run {run_id!r} {where}, "
-            f"p2p {p2p_kind} {addr[:48]}")
-        return await ClientDaemon(identity, backend, transport, make_trainer, log=log).run()
+        backend = make_backend(addr)
+        log.info("client %s joining run %r %s, p2p %s %s", identity.public.hex(), run_id, where,
+                 p2p_kind, addr[:48])
+        return await ClientDaemon(identity, backend, transport, make_trainer).run()
 
     try:
         code = asyncio.run(go())
@@ -137,7 +150,7 @@ def check_data_parallelism(data_parallelism, device=None):
     return None
 
 
-def trainer_factory(run_id, identity, log, dummy_delay, micro_batch_size=8, device=None,
+def trainer_factory(run_id, identity, dummy_delay, micro_batch_size=8, device=None,
                     torch_threads=None, metrics_file=None, wandb_args=None, data_parallelism=1):
     """`make_trainer(spec)` for the client daemon, whatever the backend: simulated training
     when the run declares no model, else DisTrO on a model built from the spec, on
@@ -145,7 +158,7 @@ def trainer_factory(run_id, identity, log, dummy_delay, micro_batch_size=8, devi
     def make_trainer(spec):
         from ..client.dummy_trainer import DummyTrainer
         if spec is None or spec.get("data", {}).get("kind") == "dummy":
-            log("simulated training (the run declares no model)")
+            log.info("simulated training (the run declares no model)")
             return DummyTrainer(run_id, dummy_delay)
         import torch
 
@@ -153,8 +166,8 @@ def trainer_factory(run_id, identity, log, dummy_delay, micro_batch_size=8, devi
         from ..training.trainer import DistroTrainer, Metrics
         if torch_threads:
             torch.set_num_threads(torch_threads)
-        return DistroTrainer(RunSpec.from_dict(spec), run_id, identity, log=log,
-                             metrics=Metrics(metrics_file, wandb_args or {}, log),
+        return DistroTrainer(RunSpec.from_dict(spec), run_id, identity, log=log.info,
+                             metrics=Metrics(metrics_file, wandb_args or {}, log.info),
                              device=default_device(device), micro_batch_size=micro_batch_size,
                              data_parallelism=data_parallelism)
     return make_trainer

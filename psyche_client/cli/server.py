@@ -1,7 +1,7 @@
 """psyche-centralized-server: host a run's coordinator for clients to join over websockets."""
 
 import asyncio
-import collections
+import logging
 import time
 
 import click
@@ -12,8 +12,10 @@ from ..server.coordinator_server import CoordinatorServer
 from ..server.persistence import StateStore
 from ..server.data_server import DataServer
 from ..server.state_file import StateFileError, load_data_file, load_run_spec, load_state_file
-from .common import fail, make_logger, tui_enabled
-from .tui import redraw, render
+from .common import configure_logging, fail, tui_enabled
+from .tui import RecentLines, redraw, render
+
+log = logging.getLogger(__name__)
 
 
 @click.group(help="Host the coordinator of a training run (the centralized backend).")
@@ -63,15 +65,8 @@ def validate_config(state_path, data_config):
                    "a phase is due.")
 def run(state_path, server_port, host, tui, data_config, save_state_dir, init_warmup_time,
         init_min_clients, withdraw_on_disconnect, tick_interval):
-    tui = tui_enabled(tui)
-    recent = collections.deque(maxlen=50)
-    plain = make_logger()
-
-    def log(line):
-        if tui:
-            recent.append(line)
-        else:
-            plain(line)
+    recent = RecentLines() if tui_enabled(tui) else None
+    configure_logging(handler=recent)  # with the view, its last lines are drawn under it
 
     try:
         initial = load_state_file(state_path, init_min_clients, init_warmup_time)
@@ -95,23 +90,24 @@ def run(state_path, server_port, host, tui, data_config, save_state_dir, init_wa
             fail(f"{store.path} holds run {state.run_id!r} but {state_path} declares "
                  f"{initial.run_id!r}; use another --save-state-dir")
         if state is not None:
-            log(f"resuming run {state.run_id!r} from {store.path}: {state.run_state.name}, "
-                f"epoch {state.epoch}, step {state.step}, {len(state.clients)} clients")
+            log.info("resuming run %r from %s: %s, epoch %d, step %d, %d clients", state.run_id,
+                     store.path, state.run_state.name, state.epoch, state.step,
+                     len(state.clients))
     if state is None:
         state = apply(initial, int(time.time()), "resume")
-    server = CoordinatorServer(state, store, withdraw_on_disconnect, tick_interval, log=log,
+    server = CoordinatorServer(state, store, withdraw_on_disconnect, tick_interval,
                                spec=spec.to_dict() if spec else None)
 
     async def main_loop():
         if data_cfg is not None:
             data_host, _, data_port = spec.data.address.rpartition(":")
-            data = DataServer(data_cfg, state.run_id, authorize=server.is_epoch_client, log=log)
+            data = DataServer(data_cfg, state.run_id, authorize=server.is_epoch_client)
             port = await data.start(data_host, int(data_port))
-            log(f"data server: {data_cfg.dir} on {data_host}:{port}")
+            log.info("data server: %s on %s:%d", data_cfg.dir, data_host, port)
         task = asyncio.ensure_future(server.run(host, server_port))
-        if tui:
+        if recent is not None:
             while not task.done():
-                redraw(render(server.state, list(recent)))
+                redraw(render(server.state, list(recent.lines)))
                 await asyncio.sleep(1)
         await task
 

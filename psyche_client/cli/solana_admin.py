@@ -306,8 +306,9 @@ def create_run(rpc, keypair_path, run_id, state_path, join_authority, permission
                           "`close-run` the old run")
         owner = (me.pubkey(), s.key, account.pubkey())
         ixs = [c.ix_create_account(account.pubkey(), await c.rent_exempt(ACCOUNT_SPACE)),
-               c.ix_init(st.run_id, account.pubkey(), me.pubkey(),
-                         join_authority or me.pubkey(), not permissioned, st.config, st.run_seed)]
+               c.ix_init_coordinator(st.run_id, account.pubkey(), me.pubkey(),
+                                     join_authority or me.pubkey(), not permissioned, st.config,
+                                     st.run_seed)]
         if st.checkpoint.kind != CheckpointKind.Dummy:
             ixs.append(c.ix_update(*owner, checkpoint=st.checkpoint))
         if start:
@@ -402,8 +403,8 @@ async def grant(s, grantee, authorize):
     elif not authorize and not exists:
         raise Refused(f"{grantee} has no authorization for run {s.run_id!r}; nothing to revoke")
     else:
-        await s.send(s.c.ix_authorize(me, s.key, grantee) if authorize
-                     else s.c.ix_revoke(me, s.key, grantee, me))
+        await s.send(s.c.ix_authorize_joiner(me, s.key, grantee) if authorize
+                     else s.c.ix_revoke_joiner(me, s.key, grantee, me))
         click.echo(f"{'authorized' if authorize else 'revoked'} {grantee} for run "
                    f"{s.run_id!r} ({auth})")
     if authorize and s.instance.permissionless:
@@ -434,7 +435,7 @@ async def close_run(s, spill):
     dest, lamports = spill or s.me.pubkey(), 0
     for key in (s.key, s.account):
         lamports += (await s.c.client.get_balance(key)).value
-    await s.send(s.c.ix_free(s.me.pubkey(), s.key, s.account, dest))
+    await s.send(s.c.ix_free_coordinator(s.me.pubkey(), s.key, s.account, dest))
     click.echo(f"closed run {s.run_id!r}: {lamports / LAMPORTS_PER_SOL:g} SOL returned to {dest}")
 
 

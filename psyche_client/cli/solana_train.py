@@ -57,8 +57,8 @@ def train(rpc, ws, keypair_path, run_id, peer_dir, run_spec, **opts):
     spec = load_spec(run_spec)
     ws = ws or ws_url_for(rpc)
 
-    def make_backend(addr, log):
+    def make_backend(addr):
         return SolanaBackend(rpc, ws, run_id, keypair, p2p_addr=addr, peer_dir=peer_dir,
-                             spec=spec, log=log)
+                             spec=spec)
 
     run_client(run_id, identity_of(keypair), make_backend, f"on {rpc}", **opts)

@@ -1,5 +1,7 @@
 """A minimal full-screen status view of a coordinator state, redrawn in place."""
 
+import collections
+import logging
 import sys
 
 from psyche_coordinator_core import RoundCommittee, RunState
@@ -26,3 +28,14 @@ def render(state, recent_lines) -> str:
 def redraw(text: str) -> None:
     sys.stdout.write("\x1b[H\x1b[2J" + text + "\n")
     sys.stdout.flush()
+
+
+class RecentLines(logging.Handler):
+    """Keeps the last log lines for the view, in place of printing them under it."""
+
+    def __init__(self, keep: int = 50):
+        super().__init__()
+        self.lines = collections.deque(maxlen=keep)
+
+    def emit(self, record) -> None:
+        self.lines.append(record.getMessage())

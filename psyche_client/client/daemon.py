@@ -4,6 +4,7 @@ It feeds the machine coordinator states from the backend, verified results from 
 training and the time, and carries out the actions the machine returns."""
 
 import asyncio
+import logging
 import random
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -12,17 +13,19 @@ from psyche_coordinator_core import CoordinatorError, RoundCommittee, RunState
 
 from ..backends.base import BackendError
 from ..training.errors import ModelUnavailable
+from .actions import Action, Apply, Evaluate, Log, Prepare, Publish, Send, Snapshot, Train
 from .results import TrainingResult
 from .state_machine import ClientStateMachine
+
+log = logging.getLogger(__name__)
 
 TIMER_INTERVAL = 0.5
 MODEL_FETCH_TIMEOUT = 300.0  # seconds a joiner keeps trying to get the model from its peers
 
 
 class ClientDaemon:
-    def __init__(self, identity, backend, transport, make_trainer, log=print,
-                 clock=time.time, exit_when_finished=True,
-                 model_fetch_timeout=MODEL_FETCH_TIMEOUT):
+    def __init__(self, identity, backend, transport, make_trainer, clock=time.time,
+                 exit_when_finished=True, model_fetch_timeout=MODEL_FETCH_TIMEOUT):
         """`transport` carries results between peers (psyche_client.p2p.transport); the daemon
         receives them through its on_result, and shares the model through its model_sharing
         (if any) with clients joining a run in progress. `make_trainer(spec)` builds the trainer
@@ -32,7 +35,7 @@ class ClientDaemon:
         self.sharing = getattr(transport, "model_sharing", None)
         self.model_fetch_timeout = model_fetch_timeout
         self.make_trainer, self.trainer = make_trainer, None
-        self.log, self.clock = log, clock
+        self.clock = clock
         self.exit_when_finished = exit_when_finished
         self.sm = ClientStateMachine(identity.public, identity.public,
                                      tick_jitter=random.uniform(0.2, 2.0))
@@ -50,47 +53,47 @@ class ClientDaemon:
         self._tasks.add(t)
         t.add_done_callback(self._tasks.discard)
 
-    def _run(self, actions) -> None:
+    def _run(self, actions: list[Action]) -> None:
         for act in actions:
-            kind = act[0]
-            if kind == "send":
-                self._spawn(self._send(act[1], act[2]))
-            elif kind == "prepare":
-                self._spawn(self._prepare(act[1]))
-            elif kind == "train":
-                self._spawn(self._train(act[1], act[2]))
-            elif kind == "apply":
-                self._spawn(self._guard(f"apply step {act[1]}",
-                                        self._in_worker(self.trainer.apply, act[1], act[2])))
-            elif kind == "evaluate":
-                self._spawn(self._guard("evaluate",
-                                        self._in_worker(self.trainer.evaluate, act[1], act[2])))
-            elif kind == "snapshot":
-                self._spawn(self._guard(f"snapshot for step {act[1]}", self._snapshot(act[1])))
-            elif kind == "publish":
-                self._spawn(self._guard("publishing a result", self.transport.publish(act[1])))
-            elif kind == "log":
-                self.log(act[1])
+            match act:
+                case Send(op, args):
+                    self._spawn(self._send(op, args))
+                case Prepare(epoch):
+                    self._spawn(self._prepare(epoch))
+                case Train(step, batch):
+                    self._spawn(self._train(step, batch))
+                case Apply(step, results):
+                    self._spawn(self._guard(f"apply step {step}",
+                                            self._in_worker(self.trainer.apply, step, results)))
+                case Evaluate(epoch, step):
+                    self._spawn(self._guard("evaluate",
+                                            self._in_worker(self.trainer.evaluate, epoch, step)))
+                case Snapshot(step):
+                    self._spawn(self._guard(f"snapshot for step {step}", self._snapshot(step)))
+                case Publish(result):
+                    self._spawn(self._guard("publishing a result", self.transport.publish(result)))
+                case Log(text):
+                    log.info("%s", text)
 
     async def _send(self, op, args):
         try:
             await self.backend.send(op, args)
             self._run(self.sm.op_finished(op, None, args))
             if op in ("warmup_witness", "witness", "health_check", "join"):
-                self.log(f"sent {op}" + (f" for step {args['step']}" if op == "witness" else ""))
+                log.info("sent %s%s", op, f" for step {args['step']}" if op == "witness" else "")
         except CoordinatorError as e:
             if not (op == "tick" or e.code in ("AlreadyJoined",)):
-                self.log(f"{op} rejected: {e.code}: {e.detail}")
+                log.warning("%s rejected: %s: %s", op, e.code, e.detail)
             self._run(self.sm.op_finished(op, e.code, args))
         except BackendError as e:
-            self.log(f"{op} not delivered: {e}")
+            log.warning("%s not delivered: %s", op, e)
             self._run(self.sm.op_finished(op, "Unreachable", args))
 
     async def _guard(self, what, coro):
         try:
             return await coro
         except Exception as e:  # a failed duty is reported; the client keeps serving the run
-            self.log(f"{what} failed: {type(e).__name__}: {e}")
+            log.warning("%s failed: %s: %s", what, type(e).__name__, e)
             return None
 
     async def _prepare(self, epoch):
@@ -107,13 +110,13 @@ class ClientDaemon:
         try:
             await self._in_worker(self.trainer.prepare, epoch, self.sm.state, fetch_snapshot)
         except ModelUnavailable as e:  # training anyway would only publish diverged results
-            self.log(f"cannot take part: {e}")
+            log.error("cannot take part: %s", e)
             self._stop.set()
             return
         except Exception as e:  # no warmup witness: the run starts without this client
-            self.log(f"model loading failed: {type(e).__name__}: {e}")
+            log.warning("model loading failed: %s: %s", type(e).__name__, e)
             return
-        self.log(f"model ready for epoch {epoch}")
+        log.info("model ready for epoch %d", epoch)
         self._run(self.sm.model_ready(epoch))
 
     def _model_peers(self) -> list:
@@ -128,10 +131,10 @@ class ClientDaemon:
             raise ModelUnavailable(
                 f"the run is at step {step} and its current model is with the epoch's other "
                 "clients: only the iroh transport can fetch it (use --p2p iroh, not ws)")
-        self.log(f"fetching the model for step {step} from the epoch's other clients")
+        log.info("fetching the model for step %d from the epoch's other clients", step)
         try:
             return await self.sharing.fetch(self._model_peers, step, layout, max_size,
-                                            log=self.log, timeout=self.model_fetch_timeout)
+                                            log=log.info, timeout=self.model_fetch_timeout)
         except Exception as e:  # ModelSharingError: the peers never delivered a verified model
             raise ModelUnavailable(f"{type(e).__name__}: {e}") from None
 
@@ -142,17 +145,17 @@ class ClientDaemon:
             return
         data, fields = snap
         m = self.sharing.offer(data, **fields)
-        self.log(f"sharing the model for step {step}: params {m.params[:16]}, "
-                 f"{m.size:,} bytes")
+        log.info("sharing the model for step %d: params %s, %s bytes", step, m.params[:16],
+                 f"{m.size:,}")
 
     async def _train(self, step, batch):
         try:
             payload = await self._in_worker(self.trainer.train, step, batch, self.sm.state)
         except Exception as e:
-            self.log(f"training step {step} {batch} failed: {type(e).__name__}: {e}")
+            log.warning("training step %d %s failed: %s: %s", step, batch, type(e).__name__, e)
             return
         result = TrainingResult.create(self.identity, step, batch, payload)
-        self.log(f"trained step {step} {batch}")
+        log.info("trained step %d %s", step, batch)
         self._run(self.sm.trained(step, result))
 
     def on_peer_result(self, result: TrainingResult) -> None:
@@ -173,7 +176,8 @@ class ClientDaemon:
             if me is not None and st.run_state == RunState.RoundTrain:
                 if RoundCommittee(st.current_round, st.config.witness_nodes, 0).is_witness(me):
                     role = " (witness)"
-            self.log(f"coordinator: {st.run_state.name} epoch {st.epoch} step {st.step}{role}")
+            log.info("coordinator: %s epoch %d step %d%s", st.run_state.name, st.epoch, st.step,
+                     role)
 
     async def run(self) -> int:
         await self.backend.connect()
@@ -192,7 +196,7 @@ class ClientDaemon:
                 self._note_phase(st)
                 self._run(self.sm.on_state(st, self.clock()))
                 if st.run_state == RunState.Finished and self.exit_when_finished:
-                    self.log("run finished")
+                    log.info("run finished")
                     return 0
         finally:
             timer.cancel()

@@ -1,16 +1,9 @@
 """The client as a state machine fed by coordinator states.
 
 It never reads a clock or does I/O: the daemon feeds it coordinator states, verified peer
-results, finished training and the time, and carries out the actions it returns:
-  ("send", op, args)        an operation to the coordinator
-  ("prepare", epoch)        load the model for this epoch, then call model_ready(epoch)
-  ("apply", step, results)  apply a round's consensus results (before any later training)
-  ("train", step, batch)    train the batch, then call trained(step, batch, payload)
-  ("evaluate", epoch, step) held-out loss, once per epoch at Cooldown
-  ("snapshot", step)        every round of the epoch is applied: keep the parameters (which
-                            the next epoch starts training at `step` from) for joiners
-  ("publish", result)       send a TrainingResult to every peer
-  ("log", text)             something worth telling the operator
+results, finished training and the time, and carries out the actions it returns (actions.py:
+Send, Prepare, Apply, Train, Evaluate, Snapshot, Publish, Log).
+
 Its duties per phase: join for the next epoch; in Warmup load the model and send a warmup
 witness; in RoundTrain train its batch and publish the result; as an elected witness send the
 opportunistic witness once every result it waits for has arrived (or in RoundWitness, with what
@@ -20,6 +13,7 @@ tick when a timeout is due."""
 from psyche_coordinator_core import (ClientState, RoundCommittee, RunState, assign_batches,
                                      bloom_of, is_healthy, tick_deadline)
 
+from .actions import Action, Apply, Evaluate, Log, Prepare, Publish, Send, Snapshot, Train
 from .consensus import round_consensus
 from .results import TrainingResult, merkle_root
 
@@ -70,7 +64,7 @@ class ClientStateMachine:
             for s in [s for s in d if s < oldest]:
                 del d[s]
 
-    def _accept(self, r: TrainingResult) -> list:
+    def _accept(self, r: TrainingResult) -> list[Action]:
         assigned = self.assignments.get(r.step)
         if assigned is None:
             self.early.setdefault(r.step, []).append(r)
@@ -81,10 +75,10 @@ class ClientStateMachine:
         self.results.setdefault(r.step, {}).setdefault(r.batch, r)
         return []
 
-    def _reject(self, r, why) -> list:
+    def _reject(self, r, why) -> list[Action]:
         key = r.trainer.hex()
         self.rejected[key] = self.rejected.get(key, 0) + 1
-        return [("log", f"dropped result for step {r.step} {r.batch} from {key[:8]}: {why}")]
+        return [Log(f"dropped result for step {r.step} {r.batch} from {key[:8]}: {why}")]
 
     def _have_all(self, step: int) -> bool:
         """A result for every batch of `step` whose trainer is still healthy."""
@@ -101,7 +95,7 @@ class ClientStateMachine:
         return True
 
     # ---------------------------------------------------------------- inputs
-    def on_state(self, st, now: float) -> list:
+    def on_state(self, st, now: float) -> list[Action]:
         self.state = st
         self._remember_round(st)
         acts = []
@@ -110,7 +104,7 @@ class ClientStateMachine:
         if me is not None and st.run_state == RunState.Warmup:
             if st.epoch not in self.prepared and st.epoch not in self.preparing:
                 self.preparing.add(st.epoch)
-                acts.append(("prepare", st.epoch))
+                acts.append(Prepare(st.epoch))
             acts += self._warmup_witness()
         if me is not None and st.run_state.active:
             acts += self._apply()  # before training: the next step must see these results
@@ -121,28 +115,28 @@ class ClientStateMachine:
             self.evaluated.add(st.epoch)
             # _apply above has queued the epoch's last apply (Cooldown ends every round), and
             # no round of this epoch is applied after it: these are the next epoch's parameters
-            acts += [("evaluate", st.epoch, st.step - 1), ("snapshot", st.step)]
+            acts += [Evaluate(st.epoch, st.step - 1), Snapshot(st.step)]
         acts += self._witness()
         acts += self._tick(now)
         return acts
 
-    def model_ready(self, epoch: int) -> list:
+    def model_ready(self, epoch: int) -> list[Action]:
         self.preparing.discard(epoch)
         self.prepared.add(epoch)
         return self._warmup_witness()
 
-    def trained(self, step: int, result: TrainingResult) -> list:
+    def trained(self, step: int, result: TrainingResult) -> list[Action]:
         self.trained_steps.add(step)
         self.results.setdefault(step, {}).setdefault(result.batch, result)
-        return [("publish", result)] + self._witness()
+        return [Publish(result)] + self._witness()
 
-    def on_result(self, r: TrainingResult) -> list:
+    def on_result(self, r: TrainingResult) -> list[Action]:
         why = r.check()
         if why:
             return self._reject(r, why)
         return self._accept(r) + self._witness()
 
-    def op_finished(self, op: str, code: str = None, args: dict = None) -> list:
+    def op_finished(self, op: str, code: str = None, args: dict = None) -> list[Action]:
         """The coordinator answered `op` (code None: accepted), or it could not be delivered
         (code "Unreachable"). The next state or timer re-checks the duty, so an answer racing a
         new state loses nothing and an undelivered witness is sent again."""
@@ -154,20 +148,20 @@ class ClientStateMachine:
             self.warmup_sent.discard(self.state.epoch)
         return []
 
-    def on_timer(self, now: float) -> list:
+    def on_timer(self, now: float) -> list[Action]:
         return self._join() + self._warmup_witness() + self._witness() + self._tick(now)
 
     # ---------------------------------------------------------------- duties
-    def _join(self) -> list:
+    def _join(self) -> list[Action]:
         """Join for the next epoch whenever this client is not yet registered for it."""
         st = self.state
         if (st is None or st.run_state == RunState.Finished or self.join_in_flight
                 or st.pending_index(self.signer) is not None):
             return []
         self.join_in_flight = True
-        return [("send", "join", {"signer": self.signer, "p2p_identity": self.p2p_identity})]
+        return [Send("join", {"signer": self.signer, "p2p_identity": self.p2p_identity})]
 
-    def _tick(self, now: float) -> list:
+    def _tick(self, now: float) -> list[Action]:
         st = self.state
         if st is None:
             return []
@@ -175,18 +169,18 @@ class ClientStateMachine:
         key = (st.run_state, st.run_state_start, st.step, len(st.pending))
         if due is not None and now >= due + self.tick_jitter and self.last_tick_for != key:
             self.last_tick_for = key
-            return [("send", "tick", {})]
+            return [Send("tick", {})]
         return []
 
-    def _warmup_witness(self) -> list:
+    def _warmup_witness(self) -> list[Action]:
         st, me = self.state, self.my_index()
         if (me is None or st.run_state != RunState.Warmup or st.epoch not in self.prepared
                 or st.epoch in self.warmup_sent):
             return []
         self.warmup_sent.add(st.epoch)
-        return [("send", "warmup_witness", {"signer": self.signer, "index": me})]
+        return [Send("warmup_witness", {"signer": self.signer, "index": me})]
 
-    def _apply(self) -> list:
+    def _apply(self) -> list[Action]:
         """Apply, in step order, every round of this epoch whose consensus is final: round r is
         final once the witness phase of round r+1 is over."""
         st, acts = self.state, []
@@ -203,22 +197,22 @@ class ClientStateMachine:
             chosen, missing = round_consensus(st, nxt, self.assignments.get(step, {}),
                                               self.results.get(step, {}))
             if missing:
-                acts.append(("log", f"DESYNC: step {step}: no payload for batches "
-                                    f"{', '.join(map(str, missing))} that the witnesses accepted"))
+                acts.append(Log(f"DESYNC: step {step}: no payload for batches "
+                                f"{', '.join(map(str, missing))} that the witnesses accepted"))
             if chosen or self.assignments.get(step):
-                acts.append(("apply", step, chosen))
+                acts.append(Apply(step, chosen))
         return acts
 
-    def _train(self, me: int) -> list:
+    def _train(self, me: int) -> list[Action]:
         st = self.state
         step = st.step
         batch = self.assignments.get(step, {}).get(me)
         if batch is None or step in self.training:
             return []
         self.training.add(step)
-        return [("train", step, batch)]
+        return [Train(step, batch)]
 
-    def _health_checks(self, me: int) -> list:
+    def _health_checks(self, me: int) -> list[Action]:
         st = self.state
         step, witnessed = st.step, st.round_back(1)
         if step in self.health_sent or st.round_back(2) is None:
@@ -231,10 +225,10 @@ class ClientStateMachine:
         if not targets:
             return []
         names = ", ".join(st.clients[i].signer.hex()[:8] for i in targets)
-        return [("log", f"health check: {names} delivered no result for step {step - 2}"),
-                ("send", "health_check", {"signer": self.signer, "index": me, "targets": targets})]
+        return [Log(f"health check: {names} delivered no result for step {step - 2}"),
+                Send("health_check", {"signer": self.signer, "index": me, "targets": targets})]
 
-    def _witness(self) -> list:
+    def _witness(self) -> list[Action]:
         st = self.state
         if st is None or st.run_state not in (RunState.RoundTrain, RunState.RoundWitness):
             return []
@@ -255,7 +249,7 @@ class ClientStateMachine:
         got = sorted(self.results.get(step - 1, {}).values(), key=lambda r: r.batch)
         if st.round_back(1) is None:
             got = []  # the first round of an epoch attests nothing
-        return [("send", "witness", {
+        return [Send("witness", {
             "signer": self.signer, "index": me, "step": step,
             "participant_bloom": bloom_of(r.trainer.hex() for r in got),
             "broadcast_bloom": bloom_of(r.commitment.hex() for r in got),

@@ -4,6 +4,7 @@ state."""
 
 import asyncio
 import json
+import logging
 import os
 import time
 
@@ -19,6 +20,8 @@ from ..protocol import (CLOSE_BAD_HELLO, CLOSE_TOO_MANY_ERRORS, CLOSE_WRONG_RUN,
                         MAX_ERRORS_PER_CONNECTION, MAX_MESSAGE_BYTES, hello_message)
 from .transitions import describe_changes
 
+log = logging.getLogger(__name__)
+
 CLIENT_OPS = {"join", "withdraw", "warmup_witness", "witness", "health_check", "checkpoint", "tick"}
 HELLO_TIMEOUT = 10
 
@@ -32,7 +35,7 @@ class Connection:
 
 class CoordinatorServer:
     def __init__(self, state, store=None, withdraw_on_disconnect=True, tick_interval=0.5,
-                 clock=time.time, log=print, spec=None):
+                 clock=time.time, spec=None):
         self.spec = spec  # training spec for clients (a dict), None: simulated training
         self.state = state
         self.state_bytes = to_bytes(state)
@@ -40,7 +43,6 @@ class CoordinatorServer:
         self.withdraw_on_disconnect = withdraw_on_disconnect
         self.tick_interval = tick_interval
         self.clock = clock
-        self.log = log
         self.connections = {}  # ws -> Connection (observers have signer None)
         self.finished = asyncio.Event()
         self._changed = asyncio.Event()  # wakes the tick loop: the deadline may have moved
@@ -58,7 +60,7 @@ class CoordinatorServer:
             self.store.save(new_state)  # durable before anyone is told
         old, self.state, self.state_bytes = self.state, new_state, new_bytes
         for line in describe_changes(old, new_state):
-            self.log(line)
+            log.info("%s", line)
         if new_state.run_state == RunState.Finished:
             self.finished.set()
         self._changed.set()
@@ -244,9 +246,10 @@ class CoordinatorServer:
             bound = server.sockets[0].getsockname()[1]
             if self.store is not None:
                 self.store.save(self.state)
-            self.log(f"server: run {self.state.run_id!r} listening on ws://{host}:{bound} "
-                     f"({self.state.run_state.name}, epoch {self.state.epoch}, "
-                     f"step {self.state.step}, {len(self.state.clients)} clients)")
+            st = self.state
+            log.info("server: run %r listening on ws://%s:%d (%s, epoch %d, step %d, %d clients)",
+                     st.run_id, host, bound, st.run_state.name, st.epoch, st.step,
+                     len(st.clients))
             if started is not None:
                 started(bound)
             await self._tick_loop()

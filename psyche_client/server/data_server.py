@@ -19,8 +19,8 @@ from ..identity import verify
 
 
 class DataServer:
-    def __init__(self, data_config, run_id: str, authorize=lambda signer: True, log=print):
-        self.cfg, self.run_id, self.authorize, self.log = data_config, run_id, authorize, log
+    def __init__(self, data_config, run_id: str, authorize=lambda signer: True):
+        self.cfg, self.run_id, self.authorize = data_config, run_id, authorize
         self.provider = LocalDataProvider(data_config.dir, data_config.token_size,
                                           data_config.seq_len, data_config.shuffle_seed)
         self.server = None

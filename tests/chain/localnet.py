@@ -31,7 +31,7 @@ def localnet_binary() -> Path:
     """The built binary; built now if missing (an existing one is used as it is: a build per
     session could wait on another build's lock). Skips when it cannot be built here."""
     try:
-        return find_binary(rebuild=False, log=lambda line: None)
+        return find_binary(rebuild=False)
     except LocalnetError as e:
         if shutil.which("cargo") is None:
             pytest.skip(str(e))

@@ -113,7 +113,7 @@ def test_a_tick_by_an_unrelated_keypair_advances_the_run(localnet, tmp_path):
         c = Coordinator(localnet.rpc_url, member)
         await c.airdrop(member.pubkey(), 10**9)
         inst = await c.fetch_instance(run_id)
-        await c.send([c.ix_join(member.pubkey(), c.instance_key(run_id),
+        await c.send([c.ix_join_run(member.pubkey(), c.instance_key(run_id),
                                 inst.coordinator_account, bytes(member.pubkey()))])
         await c.close()
     asyncio.run(join())

@@ -33,8 +33,8 @@ def test_every_instruction_round_trips(localnet):
         run_id = "every-ix"
         rent = await c.rent_exempt(ACCOUNT_SPACE)
         await c.send([c.ix_create_account(account.pubkey(), rent),
-                      c.ix_init(run_id, account.pubkey(), owner.pubkey(), owner.pubkey(), False,
-                                CONFIG, 42)], [account])
+                      c.ix_init_coordinator(run_id, account.pubkey(), owner.pubkey(),
+                                            owner.pubkey(), False, CONFIG, 42)], [account])
         inst, acct, me = c.instance_key(run_id), account.pubkey(), owner.pubkey()
         state = await c.fetch_state(acct)
         assert state.run_id == run_id and state.config == CONFIG and state.run_seed == 42
@@ -51,11 +51,11 @@ def test_every_instruction_round_trips(localnet):
         # permissioned joining: refused, authorized, joined, revoked
         o = Coordinator(localnet.rpc_url, other)
         oi, ok = other.pubkey(), bytes(other.pubkey())
-        assert await refused(o.send([o.ix_join(oi, inst, acct, ok)])) == "NotAuthorized"
-        await c.send([c.ix_authorize(me, inst, oi)])
-        await o.send([o.ix_join(oi, inst, acct, ok, c.authorization_key(inst, oi))])
+        assert await refused(o.send([o.ix_join_run(oi, inst, acct, ok)])) == "NotAuthorized"
+        await c.send([c.ix_authorize_joiner(me, inst, oi)])
+        await o.send([o.ix_join_run(oi, inst, acct, ok, c.authorization_key(inst, oi))])
         assert (await c.fetch_state(acct)).pending[0].signer == ok
-        await c.send([c.ix_revoke(me, inst, oi, me)])
+        await c.send([c.ix_revoke_joiner(me, inst, oi, me)])
         assert await c.get_account_data(c.authorization_key(inst, oi)) is None
 
         # client instructions from a pending (not yet epoch) client: named refusals
@@ -73,10 +73,12 @@ def test_every_instruction_round_trips(localnet):
         assert (await c.fetch_state(acct)).pending == []
 
         # freeing needs a halted run and the main authority
-        assert await refused(c.send([c.ix_free(me, inst, acct, me)])) == "CloseNotHalted"
+        assert await refused(c.send([c.ix_free_coordinator(me, inst, acct, me)])) == \
+            "CloseNotHalted"
         await c.send([c.ix_set_paused(me, inst, acct, True)])
-        assert await refused(o.send([o.ix_free(oi, inst, acct, oi)])) == "NotAuthority"
-        await c.send([c.ix_free(me, inst, acct, me)])
+        assert await refused(o.send([o.ix_free_coordinator(oi, inst, acct, oi)])) == \
+            "NotAuthority"
+        await c.send([c.ix_free_coordinator(me, inst, acct, me)])
         assert await c.get_account_data(acct) is None
         assert await c.fetch_instance(run_id) is None
         await o.close()

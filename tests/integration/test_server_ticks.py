@@ -27,7 +27,7 @@ def waiting_run(clock):
     me = Identity(hashlib.sha256(b"ticker").digest()).public
     state = apply(state, 1000, "join", signer=me, p2p_identity=me)
     assert state.run_state == RunState.WaitingForMembers and state.run_state_start == 1000
-    return CoordinatorServer(state, clock=clock, log=lambda *_: None, tick_interval=0.5)
+    return CoordinatorServer(state, clock=clock, tick_interval=0.5)
 
 
 def test_waits_until_the_second_turns_then_the_interval():

@@ -32,6 +32,6 @@ def test_joining_a_run_in_progress_is_refused(kind, why):
 
 def test_the_websocket_transport_cannot_fetch_the_model():
     transport = SimpleNamespace(on_result=None, model_sharing=None)  # as WebSocketTransport
-    daemon = ClientDaemon(Identity.generate(), None, transport, None, log=lambda *a: None)
+    daemon = ClientDaemon(Identity.generate(), None, transport, None)
     with pytest.raises(ModelUnavailable, match="use --p2p iroh"):
         asyncio.run(daemon._fetch_model(57, "0" * 64, 1000))

@@ -1,0 +1,66 @@
+"""What ClientStateMachine asks the daemon to do: one frozen dataclass per kind of action.
+
+The machine returns lists of these; the daemon matches on the class (`match act: case Send(op,
+args): ...`) and carries them out, feeding any answer back to the machine."""
+
+from dataclasses import dataclass
+
+from psyche_coordinator_core import BatchId
+
+from .results import TrainingResult
+
+
+@dataclass(frozen=True)
+class Send:
+    """An operation to the coordinator; its answer goes back through op_finished."""
+    op: str  # the core's operation name: join, tick, warmup_witness, witness, health_check
+    args: dict  # the operation's arguments, as the core's apply() takes them
+
+
+@dataclass(frozen=True)
+class Prepare:
+    """Load the model for this epoch, then call model_ready(epoch)."""
+    epoch: int
+
+
+@dataclass(frozen=True)
+class Apply:
+    """Apply a round's consensus results, before any later training."""
+    step: int
+    results: list  # [TrainingResult] a quorum of witnesses vouched for, in batch order
+
+
+@dataclass(frozen=True)
+class Train:
+    """Train the batch, then call trained(step, result)."""
+    step: int
+    batch: BatchId
+
+
+@dataclass(frozen=True)
+class Evaluate:
+    """The held-out loss, once per epoch at Cooldown, after the apply of `step`."""
+    epoch: int
+    step: int
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Every round of the epoch is applied: keep the parameters, which the next epoch starts
+    training at `step` from, for clients that join later."""
+    step: int
+
+
+@dataclass(frozen=True)
+class Publish:
+    """Send this client's training result to every peer."""
+    result: TrainingResult
+
+
+@dataclass(frozen=True)
+class Log:
+    """Something worth telling the operator."""
+    text: str
+
+
+Action = Send | Prepare | Apply | Train | Evaluate | Snapshot | Publish | Log
