@@ -100,8 +100,7 @@ def run_client(run_id, identity, make_backend, where, bind_p2p_port, bind_p2p_ho
                                    wandb_args, data_parallelism=data_parallelism)
 
     async def go():
-        transport = make_transport(p2p_kind, identity, None, log.info, bind_p2p_host,
-                                   bind_p2p_port)
+        transport = make_transport(p2p_kind, identity, None, bind_p2p_host, bind_p2p_port)
         addr = await transport.start()
         backend = make_backend(addr)
         log.info("client %s joining run %r %s, p2p %s %s", identity.public.hex(), run_id, where,
@@ -166,8 +165,8 @@ def trainer_factory(run_id, identity, dummy_delay, micro_batch_size=8, device=No
         from ..training.trainer import DistroTrainer, Metrics
         if torch_threads:
             torch.set_num_threads(torch_threads)
-        return DistroTrainer(RunSpec.from_dict(spec), run_id, identity, log=log.info,
-                             metrics=Metrics(metrics_file, wandb_args or {}, log.info),
+        return DistroTrainer(RunSpec.from_dict(spec), run_id, identity,
+                             metrics=Metrics(metrics_file, wandb_args or {}),
                              device=default_device(device), micro_batch_size=micro_batch_size,
                              data_parallelism=data_parallelism)
     return make_trainer

@@ -134,7 +134,7 @@ class ClientDaemon:
         log.info("fetching the model for step %d from the epoch's other clients", step)
         try:
             return await self.sharing.fetch(self._model_peers, step, layout, max_size,
-                                            log=log.info, timeout=self.model_fetch_timeout)
+                                            timeout=self.model_fetch_timeout)
         except Exception as e:  # ModelSharingError: the peers never delivered a verified model
             raise ModelUnavailable(f"{type(e).__name__}: {e}") from None
 

@@ -9,8 +9,8 @@ with clients that join a run in progress, else None.
 - WebSocketTransport: the whole result pushed over a websocket mesh (no native dependency); no
   model sharing.
 
-A transport's problems (a dropped message, a result that could not be fetched) go to the `log`
-callback when one is given (the client's prefixed lines), else to this module's logger."""
+A transport's problems (a dropped message, a result that could not be fetched) go to this
+module's logger as warnings."""
 
 import asyncio
 import logging
@@ -24,8 +24,8 @@ logger = logging.getLogger(__name__)
 class WebSocketTransport:
     model_sharing = None
 
-    def __init__(self, identity, on_result, log=None, host="127.0.0.1", port=0):
-        self.on_result, self.log = on_result, log or logger.warning
+    def __init__(self, identity, on_result, host="127.0.0.1", port=0):
+        self.on_result = on_result
         self.mesh = PeerMesh(identity.public.hex(), self._on_message, host, port)
 
     async def start(self) -> str:
@@ -43,19 +43,19 @@ class WebSocketTransport:
         try:
             self.on_result(TrainingResult.from_json(msg))
         except ValueError as e:
-            self.log(f"dropped a peer message: {e}")
+            logger.warning(f"dropped a peer message: {e}")
 
     async def close(self) -> None:
         await self.mesh.close()
 
 
 class IrohTransport:
-    def __init__(self, identity, on_result, log=None, host="127.0.0.1", port=0, relay_url=None):
+    def __init__(self, identity, on_result, host="127.0.0.1", port=0, relay_url=None):
         from .iroh_node import IrohNode  # native dependency: only when this transport is used
         from .iroh_results import RESULT_AVAILABLE, fetch_result, publish_result
         from .model_sharing import ModelSharing
         self._fetch, self._publish, self._kind = fetch_result, publish_result, RESULT_AVAILABLE
-        self.on_result, self.log = on_result, log or logger.warning
+        self.on_result = on_result
         # the endpoint's id is the client's p2p identity: same ed25519 seed
         self.node = IrohNode(identity.public.hex(), self._on_announcement, host, port,
                              secret_key=identity.seed, relay_url=relay_url)
@@ -82,8 +82,8 @@ class IrohTransport:
         try:
             result = await self._fetch(self.node, msg)
         except Exception as e:  # unreachable peer, bad blob, forged header: drop, keep going
-            self.log(f"could not fetch result for step {msg.get('step')}: "
-                     f"{type(e).__name__}: {e}")
+            logger.warning(f"could not fetch result for step {msg.get('step')}: "
+                           f"{type(e).__name__}: {e}")
             return
         self.on_result(result)
 
@@ -93,9 +93,9 @@ class IrohTransport:
         await self.node.close()
 
 
-def make_transport(kind: str, identity, on_result, log=None, host="127.0.0.1", port=0):
+def make_transport(kind: str, identity, on_result, host="127.0.0.1", port=0):
     if kind == "iroh":
-        return IrohTransport(identity, on_result, log, host, port)
+        return IrohTransport(identity, on_result, host, port)
     if kind == "ws":
-        return WebSocketTransport(identity, on_result, log, host, port)
+        return WebSocketTransport(identity, on_result, host, port)
     raise ValueError(f"unknown p2p transport {kind!r}: use iroh or ws")

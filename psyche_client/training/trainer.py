@@ -12,9 +12,9 @@ so a round's apply always comes before the next training that must see it.
 With data_parallelism N > 1 the trainer is rank 0 of a DataParallelGroup (parallel.py): the
 batch's forward/backward is split over N replicas, everything else stays here; close() stops it.
 
-Progress lines (the model, each step's loss, each apply, held-out loss) go to the `log` callback
-when one is given (the client daemon passes its prefixed line printer), else to this module's
-logger at INFO."""
+Progress lines (the model, each step's loss, each apply, held-out loss) go to this module's
+logger at INFO (the client's command line prints them with its prefix), or to a `log` callback
+when one is given (tests read the lines)."""
 
 import json
 import logging
@@ -61,7 +61,7 @@ class Metrics:
     """One JSON object per line, flushed at once so a killed client loses nothing logged; also
     sent to wandb when a project is named and wandb is installed and configured."""
 
-    def __init__(self, path=None, wandb_args=None, log=None):
+    def __init__(self, path=None, wandb_args=None):
         self.f = open(path, "a", buffering=1) if path else None
         self.wandb = None
         if wandb_args and wandb_args.get("project"):
@@ -69,7 +69,7 @@ class Metrics:
                 import wandb
                 self.wandb = wandb.init(**{k: v for k, v in wandb_args.items() if v})
             except Exception as e:  # not installed, not logged in, offline: keep training
-                (log or logger.warning)(f"wandb disabled: {type(e).__name__}: {e}")
+                logger.warning(f"wandb disabled: {type(e).__name__}: {e}")
 
     def write(self, **record):
         if self.f:
