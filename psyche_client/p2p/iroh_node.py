@@ -123,7 +123,8 @@ class BlobStore:
         if h not in self._blobs:
             self._blobs[h] = data
             self.total += len(data)
-            while self.max_bytes is not None and self.total > self.max_bytes and len(self._blobs) > 1:
+            while (self.max_bytes is not None and self.total > self.max_bytes
+                   and len(self._blobs) > 1):
                 self.total -= len(self._blobs.popitem(last=False)[1])
         return h
 
@@ -353,7 +354,8 @@ class IrohNode:
         data = json.dumps(msg, separators=(",", ":")).encode()
         if len(data) > MAX_ANNOUNCEMENT:
             raise P2PError(f"announcement of {len(data)} bytes exceeds {MAX_ANNOUNCEMENT}")
-        sent = await asyncio.gather(*(self._announce_to(a, data) for a in list(self._addrs.values())))
+        addrs = list(self._addrs.values())
+        sent = await asyncio.gather(*(self._announce_to(a, data) for a in addrs))
         return sum(sent)
 
     async def _announce_to(self, addr, data) -> bool:
