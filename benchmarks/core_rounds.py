@@ -25,11 +25,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from psyche_coordinator_core import (ClientState, RoundCommittee, RunConfig, RunState, apply,  # noqa: E402
-                                     assign_batches, bloom_of, new_run, state_hash)
+from psyche_coordinator_core import (  # noqa: E402
+    ClientState,
+    RoundCommittee,
+    RunConfig,
+    RunState,
+    apply,
+    assign_batches,
+    bloom_of,
+    new_run,
+    state_hash,
+)
 from psyche_coordinator_core.bloom import EMPTY_BLOOM  # noqa: E402
-from psyche_coordinator_core.shuffle import (_swap_or_not_tables,  # noqa: E402
-                                             swap_or_not_permutation)
+from psyche_coordinator_core.shuffle import _swap_or_not_tables, swap_or_not_permutation  # noqa: E402
 
 
 def key(kind: str, i: int) -> bytes:
@@ -231,8 +239,8 @@ def main(argv=None):
     print()
     print(f"apply + hash per round: {1e3 * (total_op_time + b.hash_time) / b.rounds:.2f} ms; "
           f"rounds per second (core only): {b.rounds / (total_op_time + b.hash_time):,.1f}")
-    print(f"driver work (committee, assign_batches, blooms; not counted above): {b.bloom_time:.3f} s; "
-          f"total wall time {wall:.2f} s")
+    print("driver work (committee, assign_batches, blooms; not counted above): "
+          f"{b.bloom_time:.3f} s; total wall time {wall:.2f} s")
 
 
 if __name__ == "__main__":

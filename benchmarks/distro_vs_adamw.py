@@ -25,11 +25,11 @@ import numpy as np
 import torch
 
 from psyche_client.data.local import LocalDataProvider
-from psyche_coordinator_core import BatchId
 from psyche_client.training.distro import DistroOptimizer, PeerResult
 from psyche_client.training.model import build_model, parameter_count
 from psyche_client.training.payload import decode_payload, encode_payload, result_key
 from psyche_client.training.spec import ModelSpec
+from psyche_coordinator_core import BatchId
 
 
 def heldout_loss(model, tokens):

@@ -27,8 +27,9 @@ def prepare_data(dirpath: Path) -> Path:
     data = ROOT / "config/llama-local/data"
     if (data / "train").is_dir():
         return data
-    run = lambda *a: subprocess.run([sys.executable, "-m", "psyche_client.cli.data", *a],
-                                    check=True, capture_output=True)
+    def run(*a):
+        subprocess.run([sys.executable, "-m", "psyche_client.cli.data", *a],
+                       check=True, capture_output=True)
     run("build-corpus", "--out", str(dirpath / "corpus.txt"), "--max-mb", "2")
     run("tokenize", "--input", str(dirpath / "corpus.txt"), "--out", str(dirpath),
         "--tokenizer", "bytes")
@@ -68,7 +69,8 @@ def measure(args, per_client: int, data: Path) -> dict:
         workdir = Path(re.search(r"keys in (\S+)\)", out.stdout).group(1))
         shares, walls, computes = [], [], []
         for n in range(1, args.clients + 1):
-            events = [json.loads(x) for x in (workdir / f"client-{n}.jsonl").read_text().splitlines()]
+            lines = (workdir / f"client-{n}.jsonl").read_text().splitlines()
+            events = [json.loads(x) for x in lines]
             trains = sorted((e for e in events if e["event"] == "train"), key=lambda e: e["step"])
             applies = [e for e in events if e["event"] == "apply"]
             for a, b in zip(trains, trains[1:]):

@@ -7,11 +7,27 @@ from .bloom import WitnessBloom, bloom_contains, bloom_of
 from .canonical import STATE_SIZE, LayoutError, from_bytes, state_hash, to_bytes
 from .committee import RoundCommittee, expected_witnesses, witness_quorum
 from .config import RunConfig
-from .coordinator import (OPERATIONS, apply, is_healthy, new_run, round_seed, tick_deadline,
-                          trainer_score)
+from .coordinator import (
+    OPERATIONS,
+    apply,
+    is_healthy,
+    new_run,
+    round_seed,
+    tick_deadline,
+    trainer_score,
+)
 from .errors import ConfigError, CoordinatorError
-from .state import (Checkpoint, CheckpointKind, Client, ClientState, Committee, CoordinatorState,
-                    Round, RunState, Witness)
+from .state import (
+    Checkpoint,
+    CheckpointKind,
+    Client,
+    ClientState,
+    Committee,
+    CoordinatorState,
+    Round,
+    RunState,
+    Witness,
+)
 
 __all__ = [
     "BatchId", "Checkpoint", "CheckpointKind", "Client", "ClientState", "Committee", "ConfigError",

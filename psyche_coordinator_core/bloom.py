@@ -11,8 +11,14 @@ little-endian hosts (x86-64, ARM64), which is every machine this project support
 import bitarray
 from pybloom_live import BloomFilter
 
-from .constants import (BLOOM_BITS, BLOOM_BITS_PER_SLICE, BLOOM_BYTES, BLOOM_CAPACITY,
-                        BLOOM_ERROR_RATE, BLOOM_SLICES)
+from .constants import (
+    BLOOM_BITS,
+    BLOOM_BITS_PER_SLICE,
+    BLOOM_BYTES,
+    BLOOM_CAPACITY,
+    BLOOM_ERROR_RATE,
+    BLOOM_SLICES,
+)
 from .errors import CoordinatorError
 
 EMPTY_BLOOM = bytes(BLOOM_BYTES)

@@ -22,10 +22,24 @@ import struct
 
 from .bloom import check_bloom_bytes
 from .config import RunConfig
-from .constants import (BLOOM_BYTES, MAX_CLIENTS, MAX_WITNESSES,
-                        NUM_STORED_ROUNDS, REPO_LEN, RUN_ID_LEN)
-from .state import (Checkpoint, CheckpointKind, Client, ClientState, CoordinatorState, Round,
-                    RunState, Witness)
+from .constants import (
+    BLOOM_BYTES,
+    MAX_CLIENTS,
+    MAX_WITNESSES,
+    NUM_STORED_ROUNDS,
+    REPO_LEN,
+    RUN_ID_LEN,
+)
+from .state import (
+    Checkpoint,
+    CheckpointKind,
+    Client,
+    ClientState,
+    CoordinatorState,
+    Round,
+    RunState,
+    Witness,
+)
 
 HEADER_FORMAT = "<32sQQQQIIIIIHHBBBB4x"
 CONFIG_FORMAT = "<QQQQQQIIHHHHHBBB3x"

@@ -42,7 +42,8 @@ class RunConfig:
         e = self.epoch_time
         need("warmup_time", lambda v: 0 <= v < e, f"an integer in [0, epoch_time) = [0, {e})")
         need("cooldown_time", lambda v: 1 <= v <= t, f"an integer in [1, {t}]")
-        need("max_round_train_time", lambda v: 1 <= v < e, f"an integer in [1, epoch_time) = [1, {e})")
+        need("max_round_train_time", lambda v: 1 <= v < e,
+             f"an integer in [1, epoch_time) = [1, {e})")
         need("round_witness_time", lambda v: 1 <= v <= t, f"an integer in [1, {t}]")
         need("global_batch_size_warmup_tokens", lambda v: 0 <= v <= MAX_WARMUP_TOKENS,
              f"an integer in [0, {MAX_WARMUP_TOKENS}]")

@@ -8,12 +8,26 @@ from .assignment import assign_batches, round_batch_size
 from .bloom import bloom_contains, check_bloom_bytes
 from .committee import RoundCommittee, expected_witnesses, witness_quorum
 from .config import RunConfig
-from .constants import (MAX_CLIENTS, MAX_WITNESSES, MERKLE_ROOT_LEN, REPO_LEN,
-                        ROUND_SEED_DOMAIN, RUN_ID_LEN)
+from .constants import (
+    MAX_CLIENTS,
+    MAX_WITNESSES,
+    MERKLE_ROOT_LEN,
+    REPO_LEN,
+    ROUND_SEED_DOMAIN,
+    RUN_ID_LEN,
+)
 from .errors import CoordinatorError
 from .shuffle import sha256, u64_le
-from .state import (Checkpoint, CheckpointKind, Client, ClientState, CoordinatorState, Round,
-                    RunState, Witness)
+from .state import (
+    Checkpoint,
+    CheckpointKind,
+    Client,
+    ClientState,
+    CoordinatorState,
+    Round,
+    RunState,
+    Witness,
+)
 
 
 def new_run(run_id: str, config: RunConfig, run_seed: int,
@@ -265,8 +279,10 @@ def witness(s: CoordinatorState, now: int, signer: bytes, index: int, step: int,
         raise CoordinatorError("NotAWitness", f"client {index} is not a witness of step {s.step}")
     participant_bloom = check_bloom_bytes(participant_bloom)
     broadcast_bloom = check_bloom_bytes(broadcast_bloom)
-    if not isinstance(broadcast_merkle, (bytes, bytearray)) or len(broadcast_merkle) != MERKLE_ROOT_LEN:
-        raise CoordinatorError("InvalidOperation", f"broadcast_merkle must be {MERKLE_ROOT_LEN} bytes")
+    if (not isinstance(broadcast_merkle, (bytes, bytearray))
+            or len(broadcast_merkle) != MERKLE_ROOT_LEN):
+        raise CoordinatorError("InvalidOperation",
+                               f"broadcast_merkle must be {MERKLE_ROOT_LEN} bytes")
     _push_witness(cur, Witness(index, participant_bloom, broadcast_bloom, bytes(broadcast_merkle)))
     if s.run_state == RunState.RoundTrain and len(cur.witnesses) >= committee.elected_witnesses:
         # opportunistic witnessing: every elected witness has all results, no need to wait
@@ -319,7 +335,8 @@ def _check_checkpoint(ck: Checkpoint) -> Checkpoint:
     except (AttributeError, ValueError):
         ok = False
     if not ok or (ck.kind != CheckpointKind.Dummy and not ck.repo):
-        raise CoordinatorError("InvalidCheckpoint", f"repo and revision are at most {REPO_LEN} bytes; "
+        raise CoordinatorError("InvalidCheckpoint",
+                               f"repo and revision are at most {REPO_LEN} bytes; "
                                "Hub and P2P need a repo")
     return ck
 

@@ -76,8 +76,8 @@ def decode_args(op: str, args) -> dict:
     for k, v in args.items():
         if k in BYTES_ARGS:
             if not isinstance(v, str) or not HEX.fullmatch(v):
-                raise CoordinatorError("InvalidOperation",
-                                       f"{k} must be lowercase hex: pairs of [0-9a-f], nothing else")
+                raise CoordinatorError("InvalidOperation", f"{k} must be lowercase hex: "
+                                       "pairs of [0-9a-f], nothing else")
             out[k] = bytes.fromhex(v)
         elif k == "config":
             if not isinstance(v, dict):

@@ -10,8 +10,12 @@ import xxhash
 
 from psyche_coordinator_core import CoordinatorError, WitnessBloom, bloom_contains, bloom_of
 from psyche_coordinator_core.bloom import EMPTY_BLOOM, check_bloom_bytes
-from psyche_coordinator_core.constants import (BLOOM_BITS, BLOOM_BITS_PER_SLICE, BLOOM_BYTES,
-                                               BLOOM_SLICES)
+from psyche_coordinator_core.constants import (
+    BLOOM_BITS,
+    BLOOM_BITS_PER_SLICE,
+    BLOOM_BYTES,
+    BLOOM_SLICES,
+)
 
 PARTICIPANTS = 256
 QUERIES = 100_000

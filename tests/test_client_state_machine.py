@@ -10,6 +10,14 @@ from psyche_client.client.actions import Apply, Prepare, Publish, Send, Snapshot
 from psyche_client.client.results import TrainingResult, dummy_payload
 from psyche_client.client.state_machine import ClientStateMachine
 from psyche_client.identity import Identity
+from psyche_coordinator_core import (
+    ClientState,
+    CoordinatorError,
+    RunConfig,
+    RunState,
+    apply,
+    new_run,
+)
 
 CONFIG = RunConfig(warmup_time=5, cooldown_time=2, max_round_train_time=6, round_witness_time=1,
                    epoch_time=15, total_steps=30, max_seq_len=16, min_clients=2,

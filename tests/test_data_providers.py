@@ -11,7 +11,7 @@ from psyche_client.data.http import HttpDataProvider
 from psyche_client.data.http_server import serve_directory
 from psyche_client.data.local import LocalDataProvider
 from psyche_client.data.provider import DataError
-from psyche_client.data.sequences import SequenceIndex, FileSpan, shuffled_index
+from psyche_client.data.sequences import FileSpan, SequenceIndex, shuffled_index
 from psyche_client.data.tcp import TcpDataProvider
 from psyche_client.data.token_files import write_tokens
 from psyche_client.data.tokenizer import BpeTokenizer, ByteTokenizer, load_tokenizer

@@ -12,10 +12,23 @@ import random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from psyche_coordinator_core import (ClientState, CoordinatorError, Round, RoundCommittee,
-                                     RunConfig, RunState, apply, assign_batches,
-                                     assign_verifications, expected_witnesses, from_bytes,
-                                     new_run, round_batch_size, tick_deadline, to_bytes)
+from psyche_coordinator_core import (
+    ClientState,
+    CoordinatorError,
+    Round,
+    RoundCommittee,
+    RunConfig,
+    RunState,
+    apply,
+    assign_batches,
+    assign_verifications,
+    expected_witnesses,
+    from_bytes,
+    new_run,
+    round_batch_size,
+    tick_deadline,
+    to_bytes,
+)
 from psyche_coordinator_core.bloom import bloom_of
 from psyche_coordinator_core.committee import checkpointer_count, verifier_count
 from psyche_coordinator_core.shuffle import swap_or_not_permutation

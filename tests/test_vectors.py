@@ -10,10 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from psyche_coordinator_core import (CoordinatorError, RunConfig, apply, new_run, state_hash,
-                                     to_bytes)
+from psyche_coordinator_core import (
+    CoordinatorError,
+    RunConfig,
+    apply,
+    new_run,
+    state_hash,
+    to_bytes,
+)
 from psyche_coordinator_core.ops_json import checkpoint_from_json, decode_args
-
 from tests.vectors import generate
 from tests.vectors.generate import expectation
 

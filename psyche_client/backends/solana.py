@@ -206,7 +206,8 @@ class SolanaBackend:
             return {}
         own = self.p2p_identity
         ids = [c.p2p_identity for c in self._latest.clients if c.p2p_identity != own]
-        ids += [c.p2p_identity for c in getattr(self._latest, "pending", []) if c.p2p_identity != own]
+        pending = getattr(self._latest, "pending", [])
+        ids += [c.p2p_identity for c in pending if c.p2p_identity != own]
         return self.peer_dir.lookup(ids)
 
     async def close(self) -> None:

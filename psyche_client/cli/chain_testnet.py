@@ -37,7 +37,9 @@ def chain_state_file(state_path: Path, workdir: Path) -> Path:
     for key in ("heldout_dir", "heldout_sequences"):
         if key in table:
             value = table[key]
-            local[key] = str((state_path.parent / value).resolve()) if key == "heldout_dir" else value
+            if key == "heldout_dir":
+                value = str((state_path.parent / value).resolve())
+            local[key] = value
     data["data"] = local
     out = workdir / "state.toml"
     out.write_text(tomli_w.dumps(data))

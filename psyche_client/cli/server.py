@@ -9,8 +9,8 @@ import click
 from psyche_coordinator_core import LayoutError, apply
 
 from ..server.coordinator_server import CoordinatorServer
-from ..server.persistence import StateStore
 from ..server.data_server import DataServer
+from ..server.persistence import StateStore
 from ..server.state_file import StateFileError, load_data_file, load_run_spec, load_state_file
 from .common import configure_logging, fail, tui_enabled
 from .tui import RecentLines, redraw, render

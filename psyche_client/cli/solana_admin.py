@@ -11,8 +11,14 @@ import click
 from solders.keypair import Keypair
 from solders.pubkey import Pubkey
 
-from psyche_coordinator_core import (Checkpoint, CheckpointKind, ClientState, CoordinatorError,
-                                     RunConfig, new_run)
+from psyche_coordinator_core import (
+    Checkpoint,
+    CheckpointKind,
+    ClientState,
+    CoordinatorError,
+    RunConfig,
+    new_run,
+)
 from psyche_coordinator_core.ops_json import checkpoint_to_json
 
 from ..chain.keys import KeypairError, load_keypair, save_keypair

@@ -4,8 +4,12 @@ broadcast blooms; a result counts when at least witness_quorum(elected witnesses
 contain its commitment. Everyone reads the same blooms from the coordinator, so everyone who
 holds the payloads applies the same set."""
 
-from psyche_coordinator_core import (bloom_contains, expected_witnesses, trainer_score,
-                                     witness_quorum)
+from psyche_coordinator_core import (
+    bloom_contains,
+    expected_witnesses,
+    trainer_score,
+    witness_quorum,
+)
 
 
 def round_consensus(state, witnessed_round, assignments: dict, received: dict):

@@ -10,8 +10,15 @@ opportunistic witness once every result it waits for has arrived (or in RoundWit
 it has); as a witness of the last round, send health checks naming trainers that did not deliver;
 tick when a timeout is due."""
 
-from psyche_coordinator_core import (ClientState, RoundCommittee, RunState, assign_batches,
-                                     bloom_of, is_healthy, tick_deadline)
+from psyche_coordinator_core import (
+    ClientState,
+    RoundCommittee,
+    RunState,
+    assign_batches,
+    bloom_of,
+    is_healthy,
+    tick_deadline,
+)
 
 from .actions import Action, Apply, Evaluate, Log, Prepare, Publish, Send, Snapshot, Train
 from .consensus import round_consensus
@@ -55,7 +62,8 @@ class ClientStateMachine:
                 break
             step = st.round_step(rnd)
             if step not in self.assignments and rnd.participants:
-                self.assignments[step] = assign_batches(st.config, rnd) if st.round_trains(rnd) else {}
+                trains = st.round_trains(rnd)
+                self.assignments[step] = assign_batches(st.config, rnd) if trains else {}
                 for r in self.early.pop(step, []):
                     self._accept(r)
         # forget what no round in the ring can refer to any more

@@ -38,7 +38,8 @@ class RangeRequestHandler(SimpleHTTPRequestHandler):
 
 
 def serve_directory(directory, host="127.0.0.1", port=0):
-    """Start serving `directory` in a background thread; returns the server (see .server_address)."""
-    server = ThreadingHTTPServer((host, port), partial(RangeRequestHandler, directory=str(directory)))
+    """Start serving `directory` in a background thread; returns the server (.server_address)."""
+    handler = partial(RangeRequestHandler, directory=str(directory))
+    server = ThreadingHTTPServer((host, port), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server

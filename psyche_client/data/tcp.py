@@ -67,4 +67,5 @@ class TcpDataProvider:
             raise DataError(f"data server {self.addr[0]}:{self.addr[1]}: {e}") from None
         if len(body) != n * self.seq_len * self.token_size:
             raise DataError("data server sent a short batch")
-        return np.frombuffer(body, DTYPES[self.token_size]).astype(np.int64).reshape(n, self.seq_len)
+        tokens = np.frombuffer(body, DTYPES[self.token_size]).astype(np.int64)
+        return tokens.reshape(n, self.seq_len)

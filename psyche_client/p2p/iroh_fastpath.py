@@ -65,8 +65,9 @@ def _ffi():
         raise IrohFastPathError("the iroh package is not installed (pip install iroh==1.2.0)")
     if version != IROH_VERSION:
         raise IrohFastPathError(
-            f"iroh {version} is installed; psyche's send fast path is pinned to iroh=={IROH_VERSION} "
-            "(it patches that version's generated FFI code): install iroh==1.2.0")
+            f"iroh {version} is installed; psyche's send fast path is pinned to "
+            f"iroh=={IROH_VERSION} (it patches that version's generated FFI code): "
+            "install iroh==1.2.0")
     from iroh import iroh_ffi
     for name, want in _FINGERPRINTS.items():
         obj = getattr(iroh_ffi, name, None)

@@ -239,7 +239,8 @@ class IrohNode:
         data = json.dumps(msg, separators=(",", ":")).encode()
         if len(data) > MAX_ANNOUNCEMENT:
             raise P2PError(f"announcement of {len(data)} bytes exceeds {MAX_ANNOUNCEMENT}")
-        sent = await asyncio.gather(*(self._announce_to(a, data) for a in list(self._addrs.values())))
+        addrs = list(self._addrs.values())
+        sent = await asyncio.gather(*(self._announce_to(a, data) for a in addrs))
         return sum(sent)
 
     async def _announce_to(self, addr, data) -> bool:

@@ -35,7 +35,8 @@ async def fetch_result(node: IrohNode, msg: dict, max_size=None, timeout=None) -
     if msg.get("type") != RESULT_AVAILABLE:
         raise ValueError("not a result announcement")
     size, blob, sender = msg.get("size"), msg.get("blob"), msg.get("from")
-    if type(size) is not int or size < 0 or not isinstance(blob, str) or not isinstance(sender, str):
+    if (type(size) is not int or size < 0
+            or not isinstance(blob, str) or not isinstance(sender, str)):
         raise ValueError("malformed result announcement")
     limit = node.max_blob_size if max_size is None else max_size
     if size > limit:

@@ -57,7 +57,8 @@ class PeerMesh:
             ws = self._out.get(peer)
             try:
                 if ws is None:
-                    ws = await asyncio.wait_for(connect(self.peers[peer], max_size=MAX_PEER_MESSAGE), 5)
+                    ws = await asyncio.wait_for(
+                        connect(self.peers[peer], max_size=MAX_PEER_MESSAGE), 5)
                     self._out[peer] = ws
                 await ws.send(data)
                 return True

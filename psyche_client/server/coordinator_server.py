@@ -11,13 +11,25 @@ import time
 import websockets
 from websockets.asyncio.server import serve
 
-from psyche_coordinator_core import (ClientState, CoordinatorError, RunState, apply, tick_deadline,
-                                     to_bytes)
+from psyche_coordinator_core import (
+    ClientState,
+    CoordinatorError,
+    RunState,
+    apply,
+    tick_deadline,
+    to_bytes,
+)
 from psyche_coordinator_core.ops_json import ARGS, decode_args
 
 from ..identity import verify
-from ..protocol import (CLOSE_BAD_HELLO, CLOSE_TOO_MANY_ERRORS, CLOSE_WRONG_RUN,
-                        MAX_ERRORS_PER_CONNECTION, MAX_MESSAGE_BYTES, hello_message)
+from ..protocol import (
+    CLOSE_BAD_HELLO,
+    CLOSE_TOO_MANY_ERRORS,
+    CLOSE_WRONG_RUN,
+    MAX_ERRORS_PER_CONNECTION,
+    MAX_MESSAGE_BYTES,
+    hello_message,
+)
 from .transitions import describe_changes
 
 log = logging.getLogger(__name__)
@@ -107,7 +119,7 @@ class CoordinatorServer:
             pass
 
     def is_epoch_client(self, signer: bytes) -> bool:
-        """Whether `signer` is a healthy client of the current epoch (who the data server serves)."""
+        """Whether `signer` is a healthy client of this epoch (who the data server serves)."""
         i = self.state.client_index(signer)
         return i is not None and self.state.clients[i].state == ClientState.Healthy
 

@@ -41,7 +41,8 @@ class DataServer:
             return {"ok": False, "error": "malformed request"}, None
         if req.get("run_id") != self.run_id:
             return {"ok": False, "error": f"this server serves run {self.run_id!r}"}, None
-        if len(signer) != 32 or not verify(signer, request_message(self.run_id, start, end), signature):
+        message = request_message(self.run_id, start, end)
+        if len(signer) != 32 or not verify(signer, message, signature):
             return {"ok": False, "error": "bad signature"}, None
         if not self.authorize(signer):
             return {"ok": False, "error": "not a client of this run's current epoch"}, None

@@ -20,7 +20,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from psyche_coordinator_core import (Checkpoint, CoordinatorError, RunConfig, new_run)
+from psyche_coordinator_core import Checkpoint, CoordinatorError, RunConfig, new_run
 from psyche_coordinator_core.ops_json import checkpoint_from_json
 
 from ..training.spec import RunSpec, SpecError
@@ -50,7 +50,8 @@ def load_state_file(path, init_min_clients=None, init_warmup_time=None):
     run_id = data.get("run_id")
     if not isinstance(run_id, str):
         raise StateFileError(f"{path}: run_id must be a string of 1 to 32 bytes")
-    seed = data.get("run_seed", int.from_bytes(hashlib.sha256(run_id.encode()).digest()[:8], "little"))
+    default_seed = int.from_bytes(hashlib.sha256(run_id.encode()).digest()[:8], "little")
+    seed = data.get("run_seed", default_seed)
     config = data.get("config", {})
     if not isinstance(config, dict):
         raise StateFileError(f"{path}: [config] must be a table")

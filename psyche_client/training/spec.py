@@ -141,7 +141,8 @@ class RunSpec:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        d["data"]["urls"], d["data"]["heldout_urls"] = list(self.data.urls), list(self.data.heldout_urls)
+        d["data"]["urls"] = list(self.data.urls)
+        d["data"]["heldout_urls"] = list(self.data.heldout_urls)
         return d
 
     @classmethod

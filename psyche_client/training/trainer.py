@@ -33,8 +33,8 @@ from .distro import DistroOptimizer
 from .errors import ModelUnavailable
 from .model import build_model, parameter_count, parameter_hash
 from .parallel import DataParallelGroup, forward_backward
-from .snapshot import SnapshotError, encode_snapshot, layout_of, load_snapshot, size_limit
 from .payload import encode_payload, peer_result_from_training_result
+from .snapshot import SnapshotError, encode_snapshot, layout_of, load_snapshot, size_limit
 
 logger = logging.getLogger(__name__)
 

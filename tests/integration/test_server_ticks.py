@@ -3,9 +3,9 @@
 import asyncio
 import hashlib
 
-from psyche_coordinator_core import RunConfig, RunState, apply, new_run
 from psyche_client.identity import Identity
 from psyche_client.server.coordinator_server import CoordinatorServer
+from psyche_coordinator_core import RunConfig, RunState, apply, new_run
 
 CONFIG = RunConfig(warmup_time=5, cooldown_time=2, max_round_train_time=6, round_witness_time=1,
                    epoch_time=15, total_steps=30, max_seq_len=16, min_clients=1,

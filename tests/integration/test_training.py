@@ -1,6 +1,7 @@
 """End to end on the centralized backend: 3 client processes train a small Llama with DisTrO on
-real text (the standard library's docstrings, one token per byte) for 100+ steps. Held-out loss must fall by 30%
-from step 0, and after every applied round every client must hold identical parameters."""
+real text (the standard library's docstrings, one token per byte) for 100+ steps. Held-out loss
+must fall by 30% from step 0, and after every applied round every client must hold identical
+parameters."""
 
 import json
 import socket

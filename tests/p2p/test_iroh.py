@@ -8,8 +8,6 @@ import pytest
 
 pytest.importorskip("iroh")
 
-from psyche_coordinator_core import BatchId  # noqa: E402
-
 from psyche_client.client.results import TrainingResult  # noqa: E402
 from psyche_client.identity import Identity  # noqa: E402
 from psyche_client.p2p import iroh_fastpath  # noqa: E402
@@ -18,6 +16,7 @@ from psyche_client.p2p.errors import (  # noqa: E402
     BlobError, BlobHashMismatch, BlobNotFound, BlobTooLarge, P2PError)
 from psyche_client.p2p.iroh_node import IrohNode  # noqa: E402
 from psyche_client.p2p.iroh_results import fetch_result, publish_result  # noqa: E402
+from psyche_coordinator_core import BatchId  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -85,7 +84,8 @@ def test_three_nodes_exchange_announcements():
             for node in nodes:
                 assert node.addr().startswith("endpoint")
                 assert node.endpoint.bound_sockets()[0].startswith("127.0.0.1:")
-                assert all(s.startswith(("127.0.0.1:", "[::1]:")) for s in node.endpoint.bound_sockets())
+                sockets = node.endpoint.bound_sockets()
+                assert all(s.startswith(("127.0.0.1:", "[::1]:")) for s in sockets)
             assert await nodes[0].announce({"type": "hello", "n": 0}) == 2
             assert await nodes[2].broadcast({"type": "hello", "n": 2}) == 2  # PeerMesh's name
             await until(lambda: sum(map(len, inboxes)) == 4)

@@ -11,8 +11,6 @@ import pytest
 pytest.importorskip("iroh")
 torch = pytest.importorskip("torch")
 
-from psyche_coordinator_core import Checkpoint, CheckpointKind  # noqa: E402
-
 from psyche_client.data.token_files import write_tokens  # noqa: E402
 from psyche_client.identity import Identity  # noqa: E402
 from psyche_client.p2p import model_sharing  # noqa: E402
@@ -27,6 +25,7 @@ from psyche_client.training.model import build_model, parameter_hash  # noqa: E4
 from psyche_client.training.snapshot import encode_snapshot, layout_of, size_limit  # noqa: E402
 from psyche_client.training.spec import ModelSpec, RunSpec  # noqa: E402
 from psyche_client.training.trainer import DistroTrainer  # noqa: E402
+from psyche_coordinator_core import Checkpoint, CheckpointKind  # noqa: E402
 
 pytestmark = pytest.mark.timeout(90)
 SPEC = ModelSpec(vocab_size=256, hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=4,
@@ -223,7 +222,8 @@ def test_a_failing_handler_is_answered_and_the_node_keeps_serving():
                 await a.request("b", b"test/echo/1", b"boom", 64)
             with pytest.raises(RequestError, match="refused the request: no thanks"):
                 await a.request("b", b"test/echo/1", b"no", 64)
-            assert await a.request("b", b"test/echo/1", b"hi", 64) == b"echo:hi" + a.endpoint_id[:4].encode()
+            echo = b"echo:hi" + a.endpoint_id[:4].encode()
+            assert await a.request("b", b"test/echo/1", b"hi", 64) == echo
             with pytest.raises(RequestError):  # the reply is over the asker's limit
                 await a.request("b", b"test/echo/1", b"x" * 40, 16)
             with pytest.raises(RequestError):  # a protocol the peer does not serve

@@ -13,16 +13,15 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from psyche_coordinator_core import BatchId, Checkpoint, CheckpointKind  # noqa: E402
 from psyche_client.client.results import TrainingResult  # noqa: E402
 from psyche_client.data.token_files import write_tokens  # noqa: E402
 from psyche_client.identity import Identity  # noqa: E402
 from psyche_client.training.distro import DistroOptimizer, PeerResult  # noqa: E402
 from psyche_client.training.model import build_model, parameter_hash  # noqa: E402
-from psyche_client.training.parallel import (DataParallelGroup, forward_backward,  # noqa: E402
-                                             share_bounds)
+from psyche_client.training.parallel import DataParallelGroup, forward_backward, share_bounds  # noqa: E402
 from psyche_client.training.spec import ModelSpec, RunSpec  # noqa: E402
 from psyche_client.training.trainer import DistroTrainer  # noqa: E402
+from psyche_coordinator_core import BatchId, Checkpoint, CheckpointKind  # noqa: E402
 
 pytestmark = pytest.mark.slow
 SPEC = ModelSpec(vocab_size=256, hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=4,

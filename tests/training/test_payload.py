@@ -14,8 +14,13 @@ from psyche_client.client.results import TrainingResult, commitment_of  # noqa: 
 from psyche_client.identity import Identity  # noqa: E402
 from psyche_client.training.distro import DistroOptimizer, SparseParam  # noqa: E402
 from psyche_client.training.payload import (  # noqa: E402
-    MAGIC, coefficient_count, decode_payload, encode_payload, peer_result_from_training_result,
-    result_key)
+    MAGIC,
+    coefficient_count,
+    decode_payload,
+    encode_payload,
+    peer_result_from_training_result,
+    result_key,
+)
 from psyche_coordinator_core import BatchId  # noqa: E402
 
 # totalk: 4096 (u16), 64 (u8), 90000 (u32 with chunk 300), 1-D, 3-D, 0-d

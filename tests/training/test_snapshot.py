@@ -9,15 +9,20 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("safetensors")
 
-from psyche_coordinator_core import Checkpoint, CheckpointKind  # noqa: E402
 from psyche_client.data.token_files import write_tokens  # noqa: E402
 from psyche_client.identity import Identity  # noqa: E402
 from psyche_client.training.errors import ModelUnavailable  # noqa: E402
 from psyche_client.training.model import build_model, parameter_hash  # noqa: E402
-from psyche_client.training.snapshot import (SnapshotError, encode_snapshot,  # noqa: E402
-                                             layout_of, load_snapshot, size_limit)
+from psyche_client.training.snapshot import (  # noqa: E402
+    SnapshotError,
+    encode_snapshot,
+    layout_of,
+    load_snapshot,
+    size_limit,
+)
 from psyche_client.training.spec import ModelSpec, RunSpec  # noqa: E402
 from psyche_client.training.trainer import DistroTrainer  # noqa: E402
+from psyche_coordinator_core import Checkpoint, CheckpointKind  # noqa: E402
 
 SPEC = ModelSpec(vocab_size=256, hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=4,
                  intermediate_size=128, max_seq_len=32)
@@ -28,7 +33,8 @@ def test_round_trip_and_shape_checks():
     data = encode_snapshot(a)
     assert encode_snapshot(build_model(SPEC, 1)) == data  # same parameters, same bytes
     assert len(data) <= size_limit(a)
-    assert layout_of(a) == layout_of(b) and layout_of(a)[1] == sum(p.numel() for p in a.parameters())
+    assert layout_of(a) == layout_of(b)
+    assert layout_of(a)[1] == sum(p.numel() for p in a.parameters())
     load_snapshot(b, data)
     assert parameter_hash(b) == parameter_hash(a)
     # another shape or dtype: refused before anything is copied

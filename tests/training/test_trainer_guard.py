@@ -9,12 +9,12 @@ import pytest
 
 pytest.importorskip("torch")
 
-from psyche_coordinator_core import Checkpoint, CheckpointKind  # noqa: E402
 from psyche_client.client.daemon import ClientDaemon  # noqa: E402
 from psyche_client.identity import Identity  # noqa: E402
 from psyche_client.training.errors import ModelUnavailable  # noqa: E402
 from psyche_client.training.spec import RunSpec  # noqa: E402
 from psyche_client.training.trainer import DistroTrainer  # noqa: E402
+from psyche_coordinator_core import Checkpoint, CheckpointKind  # noqa: E402
 
 
 @pytest.mark.parametrize("kind,why", [(CheckpointKind.P2P, "no way to fetch"),

@@ -8,13 +8,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from psyche_coordinator_core import BatchId, Checkpoint, CheckpointKind  # noqa: E402
 from psyche_client.client.results import TrainingResult  # noqa: E402
 from psyche_client.data.token_files import write_tokens  # noqa: E402
 from psyche_client.identity import Identity  # noqa: E402
 from psyche_client.training.model import parameter_hash  # noqa: E402
 from psyche_client.training.spec import RunSpec  # noqa: E402
 from psyche_client.training.trainer import DistroTrainer  # noqa: E402
+from psyche_coordinator_core import BatchId, Checkpoint, CheckpointKind  # noqa: E402
 
 MODEL = dict(vocab_size=256, hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=4,
              intermediate_size=128, max_seq_len=32)

@@ -24,9 +24,20 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from psyche_coordinator_core import (Checkpoint, CheckpointKind, ClientState, CoordinatorError,
-                                     RoundCommittee, RunConfig, RunState, apply, assign_batches,
-                                     bloom_of, new_run, state_hash)
+from psyche_coordinator_core import (
+    Checkpoint,
+    CheckpointKind,
+    ClientState,
+    CoordinatorError,
+    RoundCommittee,
+    RunConfig,
+    RunState,
+    apply,
+    assign_batches,
+    bloom_of,
+    new_run,
+    state_hash,
+)
 from psyche_coordinator_core.bloom import EMPTY_BLOOM
 from psyche_coordinator_core.committee import witness_quorum
 from psyche_coordinator_core.constants import BLOOM_BYTES
@@ -193,7 +204,7 @@ class Scenario:
 
     def start_epoch(self, *labels, dt=1):
         """Join `labels` (those not already waiting) and tick into Warmup once the grace passed."""
-        new = [l for l in labels if self.state.pending_index(signer(l)) is None]
+        new = [label for label in labels if self.state.pending_index(signer(label)) is None]
         self.join(*new, dt=dt)
         self.expect_state(RunState.WaitingForMembers)
         s = self.state
@@ -233,7 +244,7 @@ class Scenario:
             return EMPTY_BLOOM, EMPTY_BLOOM, bytes(32)
         key = (s.epoch, prev.height, prev.random_seed, frozenset(missing))
         if key not in self._bloom_cache:
-            miss = {signer(l) for l in missing}
+            miss = {signer(label) for label in missing}
             batches = assign_batches(s.config, prev)
             trainers = [(s.clients[i].signer, batches[i]) for i in sorted(batches)
                         if s.clients[i].signer not in miss]
@@ -270,7 +281,8 @@ class Scenario:
             first = False
 
     def finish_round(self, state=None):
-        """Let a round run out: RoundTrain times out (if no opportunistic end), then RoundWitness."""
+        """Let a round run out: RoundTrain times out (if no opportunistic end), then
+        RoundWitness."""
         if self.state.run_state == RunState.RoundTrain:
             self.tick_timeout("max_round_train_time", state=RunState.RoundWitness)
         self.expect_state(RunState.RoundWitness)
@@ -729,7 +741,7 @@ def witness_nodes_one():
                  labels=(0, 1, 2), config=dict(witness_nodes=1, min_clients=1, init_min_clients=3))
     for _ in range(4):
         (w,) = sc.elected_labels()
-        other = next(l for l in (0, 1, 2) if l != w)
+        other = next(label for label in (0, 1, 2) if label != w)
         sc.witness(other, dt=1, error="NotAWitness")
         sc.witness(w, dt=0, state=RunState.RoundWitness)
         sc.finish_round(state=RunState.RoundTrain)
@@ -1086,7 +1098,7 @@ def verification_percent():
     verifier = sc.label_at(cm.verifier_indices()[0])
     trainer = sc.label_at(cm.trainers()[0])
     sc.round(missing=(trainer,), state=RunState.RoundTrain)
-    reporter = next(l for l in range(8) if l not in (verifier, trainer))
+    reporter = next(label for label in range(8) if label not in (verifier, trainer))
     sc.health_check(reporter, [verifier], dt=1, error="InvalidHealthCheck")
     sc.health_check(reporter, [trainer])
     sc.check(sc.client_state(trainer) == ClientState.Dropped)
@@ -1215,11 +1227,11 @@ def checkpoint_elected_checkpointers():
                  labels=(0, 1, 2, 3), config=dict(checkpointer_percent=25, epoch_time=8))
     sc.rounds_until_cooldown()
     cm = RoundCommittee(sc.state.current_round, 0, 0, 25)
-    elected = [l for l in (0, 1, 2, 3) if cm.is_checkpointer(sc.idx(l))]
+    elected = [label for label in (0, 1, 2, 3) if cm.is_checkpointer(sc.idx(label))]
     sc.check(len(elected) == 1)
-    for l in (0, 1, 2, 3):
-        if l not in elected:
-            sc.checkpoint_op(l, "org/x", dt=1, error="NotACheckpointer")
+    for label in (0, 1, 2, 3):
+        if label not in elected:
+            sc.checkpoint_op(label, "org/x", dt=1, error="NotACheckpointer")
     sc.checkpoint_op(elected[0], "org/x", "abc", dt=1)
     sc.end_cooldown()
     return sc
@@ -1290,7 +1302,7 @@ def clients_256_witness_nodes_0():
     sc.check(len(sc.elected()) == 32)
     sc.round(state=RunState.RoundTrain)
     w = sc.elected_labels()
-    sc.round(missing_for={l: (200,) for l in w[:12]}, state=RunState.RoundTrain)
+    sc.round(missing_for={label: (200,) for label in w[:12]}, state=RunState.RoundTrain)
     sc.health_check(0, [200], dt=1)
     sc.check(sc.client_state(200) == ClientState.Dropped)
     sc.round(state=RunState.RoundTrain)
@@ -1304,7 +1316,7 @@ def clients_256_witness_nodes_32():
                  "non-elected client gets NotAWitness; 21 of 32 witnesses (the quorum) are "
                  "enough after max_round_train_time.", 32, 32)
     sc.round(state=RunState.RoundTrain)
-    non = next(l for l in range(256) if sc.idx(l) not in sc.elected())
+    non = next(label for label in range(256) if sc.idx(label) not in sc.elected())
     sc.witness(non, dt=1, error="NotAWitness")
     sc.round(skip=tuple(sc.elected_labels()[21:]), state=RunState.RoundTrain)
     return sc
@@ -1362,7 +1374,7 @@ def errors_not_a_client():
                  "NotAClient: signer not at the given index, a stranger, a pending (next-epoch) "
                  "client, a withdrawn client.", labels=(0, 1, 2, 3))
     w = sc.elected_labels()[0]
-    other = next(l for l in (0, 1, 2, 3) if l != w)
+    other = next(label for label in (0, 1, 2, 3) if label != w)
     sc.witness(w, index=sc.idx(other), dt=1, error="NotAClient")
     sc.witness(99, index=sc.idx(w), error="NotAClient")
     sc.join(50, dt=1)
@@ -1430,9 +1442,9 @@ def errors_witness():
                  "arriving after it already witnessed opportunistically.",
                  labels=(0, 1, 2, 3, 4, 5), config=dict(witness_nodes=2))
     w = sc.elected_labels()
-    non = [l for l in range(6) if l not in w]
-    for l in non:
-        sc.witness(l, dt=1, error="NotAWitness")
+    non = [label for label in range(6) if label not in w]
+    for label in non:
+        sc.witness(label, dt=1, error="NotAWitness")
     sc.witness(w[0], dt=1)
     sc.witness(w[0], dt=1, error="DuplicateWitness")
     sc.witness(w[1], state=RunState.RoundWitness)
@@ -1598,8 +1610,8 @@ def checkpointer_election():
         sc.checkpoint_op(label, "org/a", dt=1, error="NotACheckpointer")
     sc.warmup_all()
     cm = RoundCommittee(sc.state.current_round, 0, 0, 50)
-    elected = [l for l in (0, 1, 2) if cm.is_checkpointer(sc.idx(l))]
-    out = [l for l in (0, 1, 2) if not cm.is_checkpointer(sc.idx(l))]
+    elected = [label for label in (0, 1, 2) if cm.is_checkpointer(sc.idx(label))]
+    out = [label for label in (0, 1, 2) if not cm.is_checkpointer(sc.idx(label))]
     sc.check(len(out) == 1 and len(elected) == 2)
     sc.checkpoint_op(out[0], "org/d", dt=1, error="NotACheckpointer")
     sc.checkpoint_op(elected[0], "org/b")
