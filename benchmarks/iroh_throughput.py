@@ -32,15 +32,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from psyche_client.p2p import iroh_fastpath  # noqa: E402
-from psyche_client.p2p.blobs import CHUNK  # noqa: E402
-from psyche_client.p2p.iroh_node import IrohNode  # noqa: E402
-
 import iroh  # noqa: E402
 from iroh import iroh_ffi  # noqa: E402
 
 from psyche_client.p2p import iroh_fastpath  # noqa: E402
-from psyche_client.p2p.iroh_node import CHUNK, IrohNode  # noqa: E402
+from psyche_client.p2p.blobs import CHUNK  # noqa: E402
+from psyche_client.p2p.iroh_node import IrohNode  # noqa: E402
 
 ALPN = b"psyche/bench/1"
 

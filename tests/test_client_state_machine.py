@@ -4,8 +4,6 @@ deterministically. The integration tests run the same machine over real processe
 
 import hashlib
 
-from psyche_coordinator_core import (ClientState, CoordinatorError, RunConfig, RunState, apply,
-                                     new_run)
 from psyche_client.client.actions import Apply, Prepare, Publish, Send, Snapshot, Train
 from psyche_client.client.results import TrainingResult, dummy_payload
 from psyche_client.client.state_machine import ClientStateMachine

@@ -21,9 +21,9 @@ def crate(tmp_path, files: dict) -> str:
     return "src"
 
 
-def run(tmp_path, files, capsys, allowed=()):
+def run(tmp_path, files, capsys):
     script = load_script()
-    script.ROOT, script.ALLOWED = tmp_path, set(allowed)
+    script.ROOT = tmp_path
     code = script.main([crate(tmp_path, files)])
     return code, capsys.readouterr().out
 
@@ -65,12 +65,4 @@ def test_paths_in_comments_strings_and_chars_are_not_dependencies(tmp_path, caps
                 "const C: char = '\"';\nfn f<'a>(x: &'a str) -> &'a str { x }\npub struct B;\n",
     }, capsys)
     assert (code, out) == (0, OK)
-
-
-def test_an_allowed_edge_breaks_its_cycle_and_fails_once_it_is_gone(tmp_path, capsys):
-    files = {"lib.rs": "mod a;\nmod b;\n", "a.rs": "use crate::b;\n", "b.rs": "use crate::a;\n"}
-    assert run(tmp_path, files, capsys, allowed={("src", "b", "a")}) == (0, OK)
-    files["b.rs"] = ""
-    code, out = run(tmp_path, files, capsys, allowed={("src", "b", "a")})
-    assert code == 1 and "the allowed edge b -> a is gone" in out
 

@@ -53,7 +53,8 @@ class BlobStore:
         if h not in self._blobs:
             self._blobs[h] = data
             self.total += len(data)
-            while self.max_bytes is not None and self.total > self.max_bytes and len(self._blobs) > 1:
+            limit = self.max_bytes  # None: unbounded
+            while limit is not None and self.total > limit and len(self._blobs) > 1:
                 self.total -= len(self._blobs.popitem(last=False)[1])
         return h
 

@@ -13,7 +13,12 @@ from psyche_client.identity import Identity  # noqa: E402
 from psyche_client.p2p import iroh_fastpath  # noqa: E402
 from psyche_client.p2p.blobs import blob_hash  # noqa: E402
 from psyche_client.p2p.errors import (  # noqa: E402
-    BlobError, BlobHashMismatch, BlobNotFound, BlobTooLarge, P2PError)
+    BlobError,
+    BlobHashMismatch,
+    BlobNotFound,
+    BlobTooLarge,
+    P2PError,
+)
 from psyche_client.p2p.iroh_node import IrohNode  # noqa: E402
 from psyche_client.p2p.iroh_results import fetch_result, publish_result  # noqa: E402
 from psyche_coordinator_core import BatchId  # noqa: E402

@@ -17,9 +17,15 @@ from psyche_client.p2p import model_sharing  # noqa: E402
 from psyche_client.p2p.blobs import blob_hash  # noqa: E402
 from psyche_client.p2p.errors import BadRequest, ModelSharingError, RequestError  # noqa: E402
 from psyche_client.p2p.iroh_node import IrohNode  # noqa: E402
-from psyche_client.p2p.model_sharing import (MAX_REQUEST, MODEL_ALPN, ModelManifest,  # noqa: E402
-                                             ModelSharing, choose_majority, fetch_model,
-                                             request_manifest)
+from psyche_client.p2p.model_sharing import (  # noqa: E402
+    MAX_REQUEST,
+    MODEL_ALPN,
+    ModelManifest,
+    ModelSharing,
+    choose_majority,
+    fetch_model,
+    request_manifest,
+)
 from psyche_client.training.errors import ModelUnavailable  # noqa: E402
 from psyche_client.training.model import build_model, parameter_hash  # noqa: E402
 from psyche_client.training.snapshot import encode_snapshot, layout_of, size_limit  # noqa: E402
