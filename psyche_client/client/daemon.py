@@ -23,6 +23,11 @@ TIMER_INTERVAL = 0.5
 MODEL_FETCH_TIMEOUT = 300.0  # seconds a joiner keeps trying to get the model from its peers
 
 
+class EpochOver(Exception):
+    """The epoch a model was being fetched for ended first: the peers now offer the next
+    epoch's starting point, and the client prepares again in that epoch's warmup."""
+
+
 class ClientDaemon:
     def __init__(self, identity, backend, transport, make_trainer, clock=time.time,
                  exit_when_finished=True, model_fetch_timeout=MODEL_FETCH_TIMEOUT):
@@ -103,8 +108,8 @@ class ClientDaemon:
             # called by the trainer in the worker thread, which waits while the event loop
             # talks to the peers: whatever the worker is asked to do next (the epoch's training
             # and applies) stays queued behind the model it needs
-            fut = asyncio.run_coroutine_threadsafe(self._fetch_model(step, layout, max_size),
-                                                   loop)
+            fut = asyncio.run_coroutine_threadsafe(
+                self._fetch_model(step, layout, max_size, epoch), loop)
             return fut.result()
 
         try:
@@ -126,15 +131,25 @@ class ClientDaemon:
         ids = [c.p2p_identity.hex() for c in (st.clients if st is not None else [])]
         return [p for p in ids if p != own and p in known]
 
-    async def _fetch_model(self, step, layout, max_size):
+    async def _fetch_model(self, step, layout, max_size, epoch=None):
         if self.sharing is None:
             raise ModelUnavailable(
                 f"the run is at step {step} and its current model is with the epoch's other "
                 "clients: only the iroh transport can fetch it (use --p2p iroh, not ws)")
         log.info("fetching the model for step %d from the epoch's other clients", step)
+
+        def peers():  # asked before every attempt
+            st = self.sm.state
+            if epoch is not None and st is not None and st.epoch != epoch:
+                # the peers keep only their latest snapshot: this one will never come again
+                raise EpochOver(f"epoch {epoch} ended before its model (step {step}) arrived")
+            return self._model_peers()
+
         try:
-            return await self.sharing.fetch(self._model_peers, step, layout, max_size,
+            return await self.sharing.fetch(peers, step, layout, max_size,
                                             timeout=self.model_fetch_timeout)
+        except EpochOver:
+            raise  # not fatal: _prepare gives up on this epoch only
         except Exception as e:  # ModelSharingError: the peers never delivered a verified model
             raise ModelUnavailable(f"{type(e).__name__}: {e}") from None
 

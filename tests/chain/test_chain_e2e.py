@@ -6,13 +6,16 @@ client is refused; a tick signed by an unrelated keypair advances a run."""
 import asyncio
 import json
 import os
+import struct
 import subprocess
 import sys
 import time
 
 import pytest
 import tomli_w
+from solana.rpc.async_api import AsyncClient
 from solders.keypair import Keypair
+from solders.sysvar import CLOCK
 
 from psyche_client.chain.keys import load_keypair, save_keypair
 from psyche_client.chain.program import Coordinator
@@ -27,7 +30,7 @@ def cli(localnet, *args, keypair=None, check=True):
     cmd = [*CLI, *args, "--rpc", localnet.rpc_url]
     if keypair:
         cmd += ["--keypair", str(keypair)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60,
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=180,
                           env={**os.environ, "PYTHONUNBUFFERED": "1"})
     if check and done.returncode != 0:
         raise AssertionError(f"{' '.join(args)} failed ({done.returncode}):\n"
@@ -48,6 +51,22 @@ def show(localnet, run_id):
     return json.loads(cli(localnet, "show", "--run-id", run_id, "--json").stdout)
 
 
+def wait_for_chain_time(localnet, t: int, deadline: float = 120.0) -> int:
+    """Polls the chain's clock (the Clock sysvar, which the program reads) until it shows `t`
+    or later; returns it. The chain's clock is what counts, not this machine's."""
+    async def wait():
+        end = time.monotonic() + deadline
+        async with AsyncClient(localnet.rpc_url) as c:
+            while True:
+                info = (await c.get_account_info(CLOCK)).value
+                now = struct.unpack_from("<q", bytes(info.data), 32)[0]  # unix_timestamp
+                if now >= t:
+                    return now
+                assert time.monotonic() < end, f"the chain's clock stayed at {now}, before {t}"
+                await asyncio.sleep(0.2)
+    return asyncio.run(wait())
+
+
 def client(localnet, tmp_path, key, run_id, name):
     return Proc(name, [*CLI, "train", "--rpc", localnet.rpc_url, "--ws", localnet.ws_url,
                        "--keypair", str(key), "--run-id", run_id,
@@ -55,6 +74,7 @@ def client(localnet, tmp_path, key, run_id, name):
                        "--dummy-training-delay-secs", "0.3"])
 
 
+@pytest.mark.timeout(900)
 def test_three_clients_train_two_epochs_on_chain(localnet, tmp_path):
     run_id = "e2e-chain"
     state = tmp_path / "state.toml"
@@ -75,11 +95,11 @@ def test_three_clients_train_two_epochs_on_chain(localnet, tmp_path):
     refused = client(localnet, tmp_path, intruder, run_id, "intruder")
     try:
         # the unauthorized client's join_run is refused by name and it gives up
-        assert refused.p.wait(timeout=60) == 2, refused.output()
+        assert refused.p.wait(timeout=240) == 2, refused.output()
         assert "NotAuthorized" in refused.output()
         for p in procs:
-            p.wait_line(r"run finished", timeout=240)
-            assert p.p.wait(timeout=30) == 0, p.output()
+            p.wait_line(r"run finished", timeout=480)
+            assert p.p.wait(timeout=60) == 0, p.output()
     finally:
         for p in procs + [refused]:
             p.stop()
@@ -119,8 +139,8 @@ def test_a_tick_by_an_unrelated_keypair_advances_the_run(localnet, tmp_path):
     asyncio.run(join())
     waiting = show(localnet, run_id)["state"]
     assert waiting["run_state"] == "WaitingForMembers" and len(waiting["pending"]) == 1
-    # past the grace time only a tick moves the run on; the chain's clock has 1 s steps
-    time.sleep(max(0.0, waiting["run_state_start"] + EXTRA + 1.5 - time.time()))
+    # once the chain's clock is past the grace time, only a tick moves the run on
+    wait_for_chain_time(localnet, waiting["run_state_start"] + EXTRA)
     assert show(localnet, run_id)["state"]["run_state"] == "WaitingForMembers"
 
     stranger = keypair(tmp_path, "stranger", localnet, sol=1)

@@ -13,7 +13,7 @@ from tests.integration.harness import Proc
 from tests.integration.test_training import check_trained_together, read_metrics, run_tables
 
 pytest.importorskip("torch")
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 
 def test_three_clients_train_a_llama_on_chain(localnet, tmp_path, data_dir):

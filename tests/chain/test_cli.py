@@ -40,7 +40,7 @@ def env(localnet, tmp_path_factory):
 
 def cli(env, *args, code=0):
     out = subprocess.run([sys.executable, "-m", "psyche_client.cli.solana_client", *args],
-                         capture_output=True, text=True, timeout=60, env=env.vars, cwd=env.dir)
+                         capture_output=True, text=True, timeout=180, env=env.vars, cwd=env.dir)
     assert out.returncode == code, f"{args}: exit {out.returncode}\n{out.stdout}{out.stderr}"
     return out
 

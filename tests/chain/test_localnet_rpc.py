@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 def test_many_connections_at_once_are_all_served(localnet):
     async def one(i):
         # a client of its own: its own keep-alive connection
-        async with httpx.AsyncClient(timeout=5) as c:
+        async with httpx.AsyncClient(timeout=30) as c:
             r = await c.post(localnet.rpc_url, json={"jsonrpc": "2.0", "id": i,
                                                      "method": "getSlot"})
             first = r.json()["result"]
@@ -30,7 +30,7 @@ def test_many_connections_at_once_are_all_served(localnet):
 
 
 def test_batches_and_bad_requests(localnet):
-    with httpx.Client(timeout=5) as c:
+    with httpx.Client(timeout=30) as c:
         batch = [{"jsonrpc": "2.0", "id": 1, "method": "getHealth"},
                  {"jsonrpc": "2.0", "id": 2, "method": "noSuchMethod"}]
         replies = c.post(localnet.rpc_url, json=batch).json()
@@ -40,7 +40,7 @@ def test_batches_and_bad_requests(localnet):
         assert c.get(localnet.rpc_url + "/health").text == "ok"
     # a malformed request head gets a clear 400 and the connection is closed
     host, port = localnet.rpc_url.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port)), timeout=5) as s:
+    with socket.create_connection((host, int(port)), timeout=30) as s:
         s.sendall(b"NOT HTTP AT ALL\r\n\r\n")
         reply = s.recv(4096).decode()
     assert reply.startswith("HTTP/1.1 400") and json.loads(reply.split("\r\n\r\n", 1)[1])

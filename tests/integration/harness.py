@@ -46,7 +46,7 @@ class Proc:
         for raw in self.p.stdout:
             self.lines.append(raw.decode(errors="replace").rstrip())
 
-    def wait_line(self, pattern, timeout=30):
+    def wait_line(self, pattern, timeout=120):
         rx = re.compile(pattern)
         end = time.time() + timeout
         while time.time() < end:

@@ -16,8 +16,8 @@ def test_local_testnet_runs_two_epochs_to_the_end():
     out = subprocess.run(
         [sys.executable, "-m", "psyche_client.cli.local_testnet", "start", "--num-clients", "3",
          "--config-path", str(ROOT / "config/local"), "--server-port", "0",
-         "--dummy-training-delay-secs", "0.3", "--timeout", "150"],
-        capture_output=True, text=True, timeout=200, cwd=ROOT)
+         "--dummy-training-delay-secs", "0.3", "--timeout", "400"],
+        capture_output=True, text=True, timeout=480, cwd=ROOT)
     text = out.stdout + out.stderr
     assert out.returncode == 0, text[-4000:]
     phases = re.findall(r"\[  server\] \S+ phase: (\w+) -> (\w+) \(epoch (\d+)", text)
@@ -35,6 +35,6 @@ def test_local_testnet_reports_a_server_that_cannot_start():
         out = subprocess.run(
             [sys.executable, "-m", "psyche_client.cli.local_testnet", "start", "--num-clients",
              "1", "--config-path", str(ROOT / "config/local"), "--server-port", str(port)],
-            capture_output=True, text=True, timeout=60, cwd=ROOT)
+            capture_output=True, text=True, timeout=180, cwd=ROOT)
     assert out.returncode == 1
     assert "cannot listen" in out.stdout and "server did not start" in out.stdout

@@ -14,7 +14,7 @@ import tomli_w
 from .harness import Cluster, Observer
 
 pytest.importorskip("torch")
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 ROOT = Path(__file__).resolve().parents[2]
 
 

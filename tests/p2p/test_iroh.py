@@ -23,15 +23,18 @@ from psyche_client.p2p.iroh_node import IrohNode  # noqa: E402
 from psyche_client.p2p.iroh_results import fetch_result, publish_result  # noqa: E402
 from psyche_coordinator_core import BatchId  # noqa: E402
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(120)
+SLACK = 8  # seconds a loaded machine may add to a timeout that a call must keep
 
 
-def run(coro, timeout=30):
+def run(coro, timeout=90):
     return asyncio.run(asyncio.wait_for(coro, timeout))
 
 
-async def started(n, timeout=2, **kw):
-    """n nodes on loopback that all know each other; per-node announcement inboxes."""
+async def started(n, timeout=10, **kw):
+    """n nodes on loopback that all know each other; per-node announcement inboxes. The node
+    timeout bounds every exchange: generous, so that a loaded machine fails nothing; a test that
+    measures how long a dead peer holds a call up lowers it for that call."""
     inboxes = [[] for _ in range(n)]
     nodes = [IrohNode(f"p{i}", on_announcement=inboxes[i].append, timeout=timeout, **kw)
              for i in range(n)]
@@ -45,7 +48,7 @@ async def closed(nodes):
     await asyncio.gather(*(n.close() for n in nodes))
 
 
-async def until(pred, timeout=5.0):
+async def until(pred, timeout=30.0):
     end = time.monotonic() + timeout
     while not pred():
         assert time.monotonic() < end, "timed out waiting"
@@ -99,10 +102,12 @@ def test_three_nodes_exchange_announcements():
                 (0, nodes[0].endpoint_id), (2, nodes[2].endpoint_id)]
             assert [m["n"] for m in inboxes[2]] == [0]
             # a peer that went away is not counted, and holds the announcement up to the timeout
+            # (then no longer than that, give or take a loaded machine; QUIC alone would wait ~35 s)
             await nodes[1].close()
+            nodes[0].timeout = 2
             t = time.monotonic()
             assert await nodes[0].announce({"type": "hello", "n": 3}) == 1
-            assert time.monotonic() - t < 3.5
+            assert time.monotonic() - t < 2 + SLACK
             await until(lambda: len(inboxes[2]) == 2)
         finally:
             await closed(nodes)
@@ -153,7 +158,7 @@ def test_fetch_from_a_gone_peer_fails_cleanly():
         try:
             with pytest.raises(BlobError):
                 await a.fetch("p1", h, timeout=1)
-            assert time.monotonic() - t < 3
+            assert time.monotonic() - t < 1 + SLACK
         finally:
             await a.close()
     run(main())
@@ -256,7 +261,8 @@ def test_an_oversized_blob_request_is_answered_at_once():
             bi = await conn.open_bi()
             await bi.send().write_all(b"x" * 100)  # a hash is 32 bytes
             await bi.send().finish()
-            assert await asyncio.wait_for(bi.recv().read_to_end(10), 2) == bytes([2])
+            # at once: well before b's timeout, which a request read to its end would wait for
+            assert await asyncio.wait_for(bi.recv().read_to_end(10), 5) == bytes([2])
             h = b.add(b"still serving")
             assert await a.fetch("p1", h) == b"still serving"
         finally:
@@ -269,7 +275,7 @@ import asyncio, sys
 from psyche_client.p2p.iroh_node import IrohNode
 
 async def main():
-    node = IrohNode("b", secret_key=bytes(range(32)), timeout=5)
+    node = IrohNode("b", secret_key=bytes(range(32)), timeout=30)
     print(await node.start(), node.add(b"from b" * 100), flush=True)
     ticket, blob = sys.stdin.readline().split()
     node.set_peers({"a": ticket})
@@ -282,6 +288,12 @@ asyncio.run(main())
 """
 
 
+# a generous deadline for each fetch, still far below the ~35 s that a connection left open
+# to the old process costs (QUIC's idle timeout): a missed close fails, a loaded machine does not
+REACHABLE = 15
+
+
+@pytest.mark.timeout(180)  # two peer processes start: slow on a loaded machine
 @pytest.mark.parametrize("left_first", [True, False])
 def test_a_peer_restarted_with_the_same_key_is_reachable_again(left_first):
     """A client killed and restarted keeps its key (endpoint id) but not its sockets. Connections
@@ -292,7 +304,7 @@ def test_a_peer_restarted_with_the_same_key_is_reachable_again(left_first):
     import sys
 
     async def main():
-        a = IrohNode("a", timeout=3)
+        a = IrohNode("a", timeout=REACHABLE)
         mine = a.add(b"from a")
         ticket = await a.start()
         loop = asyncio.get_running_loop()
@@ -320,10 +332,10 @@ def test_a_peer_restarted_with_the_same_key_is_reachable_again(left_first):
             procs.append(p)
             assert t2 != t1
             a.set_peers({"b": t2})
-            assert await a.fetch("b", blob, timeout=3) == b"from b" * 100
+            assert await a.fetch("b", blob) == b"from b" * 100
         finally:
             for p in procs:
                 p.kill()
                 p.wait()
             await a.close()
-    run(main(), timeout=40)
+    run(main(), timeout=150)

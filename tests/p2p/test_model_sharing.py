@@ -33,13 +33,13 @@ from psyche_client.training.spec import ModelSpec, RunSpec  # noqa: E402
 from psyche_client.training.trainer import DistroTrainer  # noqa: E402
 from psyche_coordinator_core import Checkpoint, CheckpointKind  # noqa: E402
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = pytest.mark.timeout(180)
 SPEC = ModelSpec(vocab_size=256, hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=4,
                  intermediate_size=128, max_seq_len=32)
 SEED, STEP = 1234, 17
 
 
-def run(coro, timeout=60):
+def run(coro, timeout=120):
     return asyncio.run(asyncio.wait_for(coro, timeout))
 
 
@@ -59,9 +59,9 @@ def offer(sharing, model, step=STEP):
 
 async def network(n):
     """n serving nodes p0..p{n-1} with model sharing, and a joiner that knows them all."""
-    servers = [IrohNode(f"p{i}", timeout=3) for i in range(n)]
+    servers = [IrohNode(f"p{i}", timeout=10) for i in range(n)]
     sharings = [ModelSharing(node) for node in servers]
-    joiner = IrohNode("joiner", timeout=3)
+    joiner = IrohNode("joiner", timeout=10)
     ModelSharing(joiner)  # joiners serve too (nothing, until their first cooldown)
     addrs = {f"p{i}": await node.start() for i, node in enumerate(servers)}
     addrs["joiner"] = await joiner.start()
@@ -215,7 +215,7 @@ def test_a_failing_handler_is_answered_and_the_node_keeps_serving():
                 raise BadRequest("no thanks")
             return b"echo:" + request + peer[:4].encode()
 
-        a, b = IrohNode("a", timeout=3), IrohNode("b", timeout=3)
+        a, b = IrohNode("a", timeout=10), IrohNode("b", timeout=10)
         b.serve(b"test/echo/1", broken, 64)
         with pytest.raises(Exception, match="already served"):
             b.serve(b"test/echo/1", broken, 64)

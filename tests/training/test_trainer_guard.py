@@ -35,3 +35,34 @@ def test_the_websocket_transport_cannot_fetch_the_model():
     daemon = ClientDaemon(Identity.generate(), None, transport, None)
     with pytest.raises(ModelUnavailable, match="use --p2p iroh"):
         asyncio.run(daemon._fetch_model(57, "0" * 64, 1000))
+
+
+def test_a_model_fetch_outlived_by_its_epoch_gives_up_but_the_client_stays():
+    """The peers keep only their latest snapshot: once the epoch a joiner was fetching for is
+    over, its starting point is gone for good. The fetch stops, and the client, still in the
+    run, prepares again in the next epoch's warmup."""
+    from psyche_client.client.daemon import EpochOver
+
+    async def fetch(peers, step, layout, max_size, log, timeout):
+        while True:  # the peers never offer that step: only the epoch's end stops this
+            peers()
+            await asyncio.sleep(0.01)
+
+    lines = []
+    transport = SimpleNamespace(on_result=None, model_sharing=SimpleNamespace(fetch=fetch))
+    daemon = ClientDaemon(Identity.generate(), SimpleNamespace(peers=dict), transport, None,
+                          log=lines.append)
+    daemon.sm.state = SimpleNamespace(epoch=3, clients=[])
+    daemon.trainer = SimpleNamespace(
+        prepare=lambda epoch, state, fetch_snapshot: fetch_snapshot(57, "0" * 64, 1000))
+
+    async def go():
+        preparing = asyncio.ensure_future(daemon._prepare(3))
+        await asyncio.sleep(0.1)
+        assert not preparing.done()  # its epoch goes on: it keeps asking
+        daemon.sm.state = SimpleNamespace(epoch=4, clients=[])
+        await asyncio.wait_for(preparing, 60)
+
+    asyncio.run(go())
+    assert any(f"{EpochOver.__name__}: epoch 3 ended" in ln for ln in lines), lines
+    assert not daemon._stop.is_set()  # not "cannot take part": the client stays in the run
