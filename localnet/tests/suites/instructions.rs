@@ -8,29 +8,13 @@ use psyche_coordinator::{
     instruction as ixs, CheckpointKindParam, CheckpointParams, CoordinatorAccount,
     CoordinatorInstance, CoordinatorProgramError as PE, JoinAuthorization, RunConfigParams,
 };
-use psyche_coordinator_core::{self as core_sm, CheckpointArgs, RunConfig, RunState};
+use psyche_coordinator_core::{self as core_sm, CheckpointArgs, RunState};
 use psyche_localnet::ix::{Run, PROGRAM_ID};
 use solana_pubkey::Pubkey;
 use solana_rent::Rent;
 use solana_signer::Signer;
 
 use crate::support::*;
-
-/// A run that starts with one client and ends after 20 steps.
-fn small_config() -> RunConfig {
-    RunConfig {
-        warmup_time: 5,
-        cooldown_time: 5,
-        max_round_train_time: 5,
-        round_witness_time: 2,
-        epoch_time: 60,
-        total_steps: 20,
-        min_clients: 1,
-        init_min_clients: 1,
-        waiting_for_members_extra_time: 3,
-        ..RunConfig::DEFAULT
-    }
-}
 
 fn lamports(env: &Env, key: &Pubkey) -> u64 {
     env.account(key).map_or(0, |a| a.lamports)

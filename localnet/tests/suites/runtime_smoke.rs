@@ -3,13 +3,15 @@
 //! real signed transactions.
 
 use psyche_coordinator::{CoordinatorAccount, RunConfigParams};
-use psyche_coordinator_core::{RunConfig, RunState};
+use psyche_coordinator_core::RunState;
 use psyche_localnet::ix::Run;
 use psyche_localnet::LocalChain;
 use solana_keypair::Keypair;
 use solana_message::Message;
 use solana_signer::Signer;
 use solana_transaction::Transaction;
+
+use crate::support::small_config;
 
 fn send(
     chain: &mut LocalChain,
@@ -39,18 +41,7 @@ fn create_start_join_tick() {
     let rent = chain
         .svm
         .minimum_balance_for_rent_exemption(CoordinatorAccount::SPACE);
-    let config = RunConfigParams::from_core(&RunConfig {
-        warmup_time: 5,
-        cooldown_time: 5,
-        max_round_train_time: 5,
-        round_witness_time: 2,
-        epoch_time: 60,
-        total_steps: 20,
-        min_clients: 1,
-        init_min_clients: 1,
-        waiting_for_members_extra_time: 3,
-        ..RunConfig::DEFAULT
-    });
+    let config = RunConfigParams::from_core(&small_config());
     send(
         &mut chain,
         &payer,

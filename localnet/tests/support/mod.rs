@@ -402,6 +402,22 @@ fn describe(e: &TransactionError) -> String {
 
 // ------------------------------------------------------------------------------ runs
 
+/// A run that starts with one client and ends after 20 steps (5 s phases, 60 s epochs).
+pub fn small_config() -> RunConfig {
+    RunConfig {
+        warmup_time: 5,
+        cooldown_time: 5,
+        max_round_train_time: 5,
+        round_witness_time: 2,
+        epoch_time: 60,
+        total_steps: 20,
+        min_clients: 1,
+        init_min_clients: 1,
+        waiting_for_members_extra_time: 3,
+        ..RunConfig::DEFAULT
+    }
+}
+
 /// A small, fast run: 4 seconds of grace, 2 witnesses (1 for a single client), at most 16
 /// clients, an epoch starts with `init_min_clients`.
 pub fn test_config(init_min_clients: u16) -> RunConfig {
