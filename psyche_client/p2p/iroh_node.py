@@ -59,6 +59,7 @@ class IrohNode:
         self.max_blob_size, self.timeout, self.close_timeout = max_blob_size, timeout, close_timeout
         self.store = store if store is not None else BlobStore()
         self.peers = {}  # p2p id hex -> ticket string
+        self._tickets = {}  # p2p id hex -> the last ticket it had, also after it left
         self._addrs = {}  # p2p id hex -> EndpointAddr
         self._by_endpoint = {}  # endpoint id hex -> EndpointAddr
         self._conns = {}  # (endpoint id hex, alpn) -> Connection
@@ -158,7 +159,7 @@ class IrohNode:
                 except P2PError as e:
                     logger.warning("peer %s: %s", k, e)
                     continue
-                if k in self.peers:
+                if self._tickets.get(k, v) != v:  # now, or when it left
                     moved.add(str(a.id()))
             ep = str(a.id())
             if ep == self.endpoint_id:
@@ -166,6 +167,7 @@ class IrohNode:
             new[k], addrs[k], by_ep[ep] = v, a, a
         gone = (set(self._by_endpoint) - set(by_ep)) | moved
         self.peers, self._addrs, self._by_endpoint = new, addrs, by_ep
+        self._tickets.update(new)
         for key in list(self._conns):
             if key[0] not in by_ep or key[0] in moved:
                 self._conns.pop(key).close(_CLOSE_NORMAL, b"peer left or moved")

@@ -116,6 +116,9 @@ class Cluster:
     def stop(self):
         for p in self.procs:
             p.stop()
+        # every line, for a failure that the tail in dump() does not explain
+        for i, p in enumerate(self.procs):
+            (self.tmp / f"{i}-{p.name}.log").write_text("\n".join(p.lines) + "\n")
 
     def dump(self) -> str:
         return "\n\n".join(f"== {p.name}\n{p.output()}" for p in self.procs)
