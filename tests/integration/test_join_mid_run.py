@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import tomli_w
+
 from psyche_coordinator_core import ClientState
 
 from .harness import Cluster, Observer
