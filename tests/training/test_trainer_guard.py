@@ -3,6 +3,7 @@ anything: a Hub checkpoint (not implemented), or a P2P checkpoint with no way to
 peers' model (the daemon passes one with the iroh transport; see tests/p2p/test_model_sharing)."""
 
 import asyncio
+import logging
 from types import SimpleNamespace
 
 import pytest
@@ -37,21 +38,19 @@ def test_the_websocket_transport_cannot_fetch_the_model():
         asyncio.run(daemon._fetch_model(57, "0" * 64, 1000))
 
 
-def test_a_model_fetch_outlived_by_its_epoch_gives_up_but_the_client_stays():
+def test_a_model_fetch_outlived_by_its_epoch_gives_up_but_the_client_stays(caplog):
     """The peers keep only their latest snapshot: once the epoch a joiner was fetching for is
     over, its starting point is gone for good. The fetch stops, and the client, still in the
     run, prepares again in the next epoch's warmup."""
     from psyche_client.client.daemon import EpochOver
 
-    async def fetch(peers, step, layout, max_size, log, timeout):
+    async def fetch(peers, step, layout, max_size, timeout):
         while True:  # the peers never offer that step: only the epoch's end stops this
             peers()
             await asyncio.sleep(0.01)
 
-    lines = []
     transport = SimpleNamespace(on_result=None, model_sharing=SimpleNamespace(fetch=fetch))
-    daemon = ClientDaemon(Identity.generate(), SimpleNamespace(peers=dict), transport, None,
-                          log=lines.append)
+    daemon = ClientDaemon(Identity.generate(), SimpleNamespace(peers=dict), transport, None)
     daemon.sm.state = SimpleNamespace(epoch=3, clients=[])
     daemon.trainer = SimpleNamespace(
         prepare=lambda epoch, state, fetch_snapshot: fetch_snapshot(57, "0" * 64, 1000))
@@ -63,6 +62,8 @@ def test_a_model_fetch_outlived_by_its_epoch_gives_up_but_the_client_stays():
         daemon.sm.state = SimpleNamespace(epoch=4, clients=[])
         await asyncio.wait_for(preparing, 60)
 
-    asyncio.run(go())
+    with caplog.at_level(logging.INFO, logger="psyche_client.client.daemon"):
+        asyncio.run(go())
+    lines = [r.getMessage() for r in caplog.records]
     assert any(f"{EpochOver.__name__}: epoch 3 ended" in ln for ln in lines), lines
     assert not daemon._stop.is_set()  # not "cannot take part": the client stays in the run
