@@ -27,7 +27,7 @@ from .test_training import applied_params, read_metrics
 pytest.importorskip("torch")
 pytest.importorskip("iroh")
 pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.timeout(1800)]
-TOTAL_STEPS = 48
+TOTAL_STEPS = 64
 
 
 def write_run(tmp: Path, data: Path) -> Path:
