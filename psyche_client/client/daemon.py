@@ -196,7 +196,9 @@ class ClientDaemon:
 
     async def run(self) -> int:
         await self.backend.connect()
-        self.trainer = self.make_trainer(await self.backend.spec())
+        # in the worker: making a trainer imports its libraries (tens of seconds on a loaded
+        # machine), and the connection must keep answering meanwhile; the client joins after
+        self.trainer = await self._in_worker(self.make_trainer, await self.backend.spec())
         timer = asyncio.ensure_future(self._timer())
         stop = asyncio.ensure_future(self._stop.wait())
         try:

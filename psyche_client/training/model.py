@@ -12,9 +12,17 @@ from .spec import ModelSpec
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
+def load_model_code():
+    """Import the model classes (transformers): seconds, tens of seconds on a loaded machine.
+    The trainer does it when it is made, before its client joins a run, so that the first
+    model it builds in an epoch's warmup is quick."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    return LlamaConfig, LlamaForCausalLM
+
+
 def build_model(spec: ModelSpec, seed: int, device="cpu"):
     """LlamaForCausalLM with weights drawn from `seed` alone."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+    LlamaConfig, LlamaForCausalLM = load_model_code()
     spec.validate()
     config = LlamaConfig(
         vocab_size=spec.vocab_size, hidden_size=spec.hidden_size,

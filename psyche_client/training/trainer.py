@@ -31,7 +31,7 @@ from ..data.local import LocalDataProvider
 from ..data.tcp import TcpDataProvider
 from .distro import DistroOptimizer
 from .errors import ModelUnavailable
-from .model import build_model, parameter_count, parameter_hash
+from .model import build_model, load_model_code, parameter_count, parameter_hash
 from .parallel import DataParallelGroup, forward_backward
 from .payload import encode_payload, peer_result_from_training_result
 from .snapshot import SnapshotError, encode_snapshot, layout_of, load_snapshot, size_limit
@@ -88,6 +88,7 @@ class DistroTrainer:
         self.spec, self.run_id, self.identity = spec, run_id, identity
         self._log_callback = log  # handed on to the data-parallel group
         self.log, self.metrics = log or logger.info, metrics or Metrics()
+        load_model_code()  # now, not in the warmup of the first epoch this client joins
         self.device, self.micro_batch_size = torch.device(device), micro_batch_size
         self.data_parallelism = int(data_parallelism)
         self.model = self.optimizer = self.provider = self.heldout = self.group = None

@@ -18,6 +18,17 @@ from psyche_client.identity import Identity
 
 LISTEN = re.compile(r"listening on ws://127\.0\.0\.1:(\d+)")
 
+# a client process that imports what it needs (torch, the model code: tens of seconds on a
+# loaded machine), then waits for a line on stdin before it runs the client command
+HELD_CLIENT = """
+import sys
+from psyche_client.cli.client import main
+from psyche_client.training.model import load_model_code
+load_model_code()
+sys.stdin.readline()
+main()
+"""
+
 FAST_CONFIG = dict(warmup_time=3, cooldown_time=1, max_round_train_time=4, round_witness_time=1,
                    epoch_time=8, total_steps=1000, max_seq_len=64, min_clients=2,
                    init_min_clients=3, witness_nodes=2, global_batch_size_start=6,
@@ -34,10 +45,11 @@ def write_state(tmp: Path, run_id="itest", **overrides) -> Path:
 class Proc:
     """A child process whose output lines are collected in the background."""
 
-    def __init__(self, name, cmd):
+    def __init__(self, name, cmd, stdin=None):
         self.name = name
         self.lines = []
-        self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        self.p = subprocess.Popen(cmd, stdin=stdin, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT,
                                   env={**os.environ, "PYTHONUNBUFFERED": "1"})
         self._t = threading.Thread(target=self._read, daemon=True)
         self._t.start()
@@ -58,6 +70,11 @@ class Proc:
                 break
             time.sleep(0.05)
         raise AssertionError(f"{self.name}: no line matching {pattern!r}:\n" + self.output())
+
+    def release(self):
+        """Let a held client (Cluster.start_client(held=True)) run."""
+        self.p.stdin.write(b"go\n")
+        self.p.stdin.flush()
 
     def output(self):
         return "\n".join(self.lines[-80:])
@@ -93,15 +110,18 @@ class Cluster:
         self.port = int(self.server.wait_line(LISTEN.pattern).group(1))
         return self.server
 
-    def start_client(self, n, delay=0.3, extra=()):
+    def start_client(self, n, delay=0.3, extra=(), held=False):
+        """Client n's process. `held`: it starts now but joins only on its release(), so that
+        its start-up, slow on a loaded machine, is not counted in a run's time."""
         key = self.tmp / f"client-{n}.key"
         if not key.exists():
             Identity.generate().save(key)
-        cmd = [sys.executable, "-m", "psyche_client.cli.client", "train", "--run-id",
+        start = ["-c", HELD_CLIENT] if held else ["-m", "psyche_client.cli.client"]
+        cmd = [sys.executable, *start, "train", "--run-id",
                self.run_id, "--server-addr", f"127.0.0.1:{self.port}",
                "--identity-secret-key-path", str(key), "--dummy-training-delay-secs", str(delay),
                *extra]
-        proc = Proc(f"client-{n}", cmd)
+        proc = Proc(f"client-{n}", cmd, subprocess.PIPE if held else None)
         self.procs.append(proc)
         self.clients[n] = proc
         return proc

@@ -7,12 +7,13 @@ peers (1 and 3, one of which got its own model that way). After every round a cl
 its parameters equal those of every other client that applied it.
 
 Timing. The test waits on states and on the clients' metrics, never on the clock, but the run
-itself is clocked: epochs end by time and the run by step count. On a loaded machine a restart
-(Python, torch, the model) takes tens of seconds, and the epochs that run meanwhile spend
-steps: the run has steps to spare, so that the restarted client still finds rounds to train
-once it is back. A round whose training timed out needs its witnesses within round_witness_time,
-counted in whole seconds: 1 would leave them anywhere between 0 and 1 s, and a round without
-witnesses ends the epoch for everyone (and this run's P2P checkpoint with it); 2 leaves 1 s."""
+itself is clocked: epochs end by time and the run by step count. On a loaded machine a process
+start (Python, torch, the model code) takes tens of seconds, and the epochs that run meanwhile
+spend steps: client 3 and client 2's second process start with the first two and wait, their
+imports done, until the test releases them; and the run has steps to spare. A round whose
+training timed out needs its witnesses within round_witness_time, counted in whole seconds: 1
+would leave them anywhere between 0 and 1 s, and a round without witnesses ends the epoch for
+everyone (and this run's P2P checkpoint with it); 2 leaves 1 s."""
 
 from collections import defaultdict
 from pathlib import Path
@@ -57,9 +58,9 @@ def test_clients_joining_later_fetch_the_model_from_peers(tmp_path, data_dir):
     c = Cluster(tmp_path, write_run(tmp_path, data_dir))
     metrics = {n: tmp_path / f"client-{n}.jsonl" for n in (1, 2, 3)}
 
-    def start(n):
-        return c.start_client(n, extra=("--torch-threads", "1", "--metrics-file",
-                                        str(metrics[n]), "--micro-batch-size", "6"))
+    def start(n, held=False):
+        return c.start_client(n, held=held, extra=("--torch-threads", "1", "--metrics-file",
+                                                   str(metrics[n]), "--micro-batch-size", "6"))
 
     def logged(n, event, since=0):
         return [r for r in read_metrics(metrics[n])[since:] if r["event"] == event]
@@ -68,17 +69,18 @@ def test_clients_joining_later_fetch_the_model_from_peers(tmp_path, data_dir):
         c.start_server()
         obs = Observer(c.port, c.run_id)
         start(1)
-        start(2)
+        killed = start(2)
+        # started now, run when released: client 3, and client 2's next process (same key)
+        late, again = start(3, held=True), start(2, held=True)
         obs.wait(lambda s: s.epoch == 0 and s.run_state == RunState.RoundTrain, 600,
                  "epoch 0 to train")
-        start(3)  # registers for epoch 1 at the earliest: P2P checkpoint by then
+        late.release()  # joins epoch 1 at the earliest: P2P checkpoint by then
         three = c.signer(3)
         obs.wait(lambda s: s.epoch >= 1 and healthy(s, three) and logged(3, "train"), 600,
                  "client 3 to train in a later epoch")
-        c.clients[2].kill()  # and a restarted client 2 joins again from its peers
-        killed = c.clients[2]
+        killed.kill()  # and the restarted client 2 joins again from its peers
         first_life = len(read_metrics(metrics[2]))  # a restarted client appends to its file
-        start(2)
+        again.release()
         back = obs.wait(lambda s: s.run_state == RunState.Finished
                         or logged(2, "model", first_life), 900,
                         "the restarted client 2 to get the model from its peers")

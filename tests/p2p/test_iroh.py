@@ -185,9 +185,9 @@ def test_training_result_announced_and_fetched():
     async def main():
         ids = [Identity.generate() for _ in range(2)]
         inbox = []
-        a = IrohNode(ids[0].public.hex(), secret_key=bytes(ids[0]._key), timeout=5)
+        a = IrohNode(ids[0].public.hex(), secret_key=bytes(ids[0]._key), timeout=10)
         b = IrohNode(ids[1].public.hex(), on_announcement=inbox.append,
-                     secret_key=bytes(ids[1]._key), timeout=5)
+                     secret_key=bytes(ids[1]._key), timeout=10)
         try:
             peers = {ids[0].public.hex(): await a.start(), ids[1].public.hex(): await b.start()}
             assert a.endpoint_id == ids[0].public.hex()  # transport id == signing identity
