@@ -5,7 +5,7 @@ but the run seed."""
 from .assignment import BatchId, assign_batches, assign_verifications, batch_size, round_batch_size
 from .bloom import WitnessBloom, bloom_contains, bloom_of
 from .canonical import STATE_SIZE, LayoutError, from_bytes, state_hash, to_bytes
-from .committee import RoundCommittee, expected_witnesses, witness_quorum
+from .committee import RoundCommittee, expected_witnesses, param_quorum, witness_quorum
 from .config import RunConfig
 from .coordinator import (
     OPERATIONS,
@@ -34,6 +34,6 @@ __all__ = [
     "CoordinatorError", "CoordinatorState", "LayoutError", "OPERATIONS", "Round", "RoundCommittee",
     "RunConfig", "RunState", "STATE_SIZE", "Witness", "WitnessBloom", "apply", "assign_batches",
     "assign_verifications", "batch_size", "bloom_contains", "bloom_of", "expected_witnesses",
-    "from_bytes", "is_healthy", "new_run", "round_batch_size", "round_seed", "state_hash",
+    "from_bytes", "is_healthy", "new_run", "param_quorum", "round_batch_size", "round_seed", "state_hash",
     "tick_deadline", "to_bytes", "trainer_score", "witness_quorum",
 ]

@@ -29,6 +29,12 @@ def witness_quorum(elected: int) -> int:
     return max(1, elected * 2 // 3)
 
 
+def param_quorum(elected: int) -> int:
+    """Witnesses that must commit one parameter hash for it to be agreed: a witness quorum that
+    is also a strict majority, so that no two hashes can both reach it in a round."""
+    return max(witness_quorum(elected), elected // 2 + 1)
+
+
 def verifier_count(participants: int, verification_percent: int) -> int:
     return participants * verification_percent // 100
 

@@ -28,6 +28,7 @@ class RunConfig:
     verification_percent: int = 0  # share of each round's clients elected to verify, not train
     checkpointer_percent: int = 0  # share elected to checkpoint at cooldown; 0 = anyone may
     waiting_for_members_extra_time: int = 3  # least time in WaitingForMembers before Warmup
+    checkpoint_interval: int = 0  # also snapshot mid-epoch every this many steps; 0 = Cooldown only
 
     def validate(self) -> "RunConfig":
         """Raise ConfigError for the first field out of range; return self when valid."""
@@ -63,6 +64,9 @@ class RunConfig:
         need("verification_percent", lambda v: 0 <= v <= 50, "an integer in [0, 50]")
         need("checkpointer_percent", lambda v: 0 <= v <= 100, "an integer in [0, 100]")
         need("waiting_for_members_extra_time", lambda v: 1 <= v <= U8, f"an integer in [1, {U8}]")
+        n = self.total_steps
+        need("checkpoint_interval", lambda v: 0 <= v <= n,
+             f"an integer in [0, total_steps] = [0, {n}] (0 = only at Cooldown)")
         return self
 
     def to_dict(self) -> dict:

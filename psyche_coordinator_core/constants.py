@@ -7,6 +7,13 @@ NUM_STORED_ROUNDS = 4  # ring of rounds: health checks look two rounds back
 RUN_ID_LEN = 32
 REPO_LEN = 64  # checkpoint repo id and revision, NUL-padded UTF-8
 MERKLE_ROOT_LEN = 32
+PARAM_HASH_LEN = 32  # SHA-256 of a model's parameters (see the client's parameter_hash)
+ZERO_HASH = bytes(PARAM_HASH_LEN)
+
+# The account layout's version, stored in the state (offset 92). Bump it with any change to the
+# canonical bytes: a reader meeting another version stops instead of misreading the fields.
+# 1: the layout before the version existed (those 4 bytes were zero padding); 2: parameter hashes.
+LAYOUT_VERSION = 2
 
 # Witness bloom filters (pybloom-live, partitioned). capacity 256 and error rate 0.005 give
 # 8 slices of 353 bits hashed with XXH3-128: about 0.5% false positives at 256 items, under

@@ -6,17 +6,22 @@ sysvar on chain); randomness comes only from the run seed mixed with epoch, step
 
 from .assignment import assign_batches, round_batch_size
 from .bloom import bloom_contains, check_bloom_bytes
-from .committee import RoundCommittee, expected_witnesses, witness_quorum
+from .committee import RoundCommittee, expected_witnesses, param_quorum, witness_quorum
 from .config import RunConfig
 from .constants import (
+    LAYOUT_VERSION,
     MAX_CLIENTS,
     MAX_WITNESSES,
     MERKLE_ROOT_LEN,
+    PARAM_HASH_LEN,
     REPO_LEN,
     ROUND_SEED_DOMAIN,
     RUN_ID_LEN,
+    ZERO_HASH,
 )
 from .errors import CoordinatorError
+from dataclasses import replace
+
 from .shuffle import sha256, u64_le
 from .state import (
     Checkpoint,
@@ -48,6 +53,10 @@ def apply(state: CoordinatorState, now: int, op: str, **args) -> CoordinatorStat
         raise CoordinatorError("InvalidOperation", f"unknown operation {op!r}")
     if type(now) is not int or not 0 <= now < 1 << 63:
         raise CoordinatorError("InvalidOperation", "time must be a non-negative integer")
+    if state.layout_version != LAYOUT_VERSION:
+        raise CoordinatorError("LayoutVersionMismatch",
+                               f"the run's account has layout version {state.layout_version}, "
+                               f"this coordinator reads version {LAYOUT_VERSION}")
     nxt = state.clone()
     handler(nxt, now, **args)
     return nxt
@@ -81,9 +90,13 @@ def _start_epoch(s: CoordinatorState, now: int) -> None:
     previous = {c.signer for c in s.clients if c.state == ClientState.Healthy}
     joining, s.pending = s.pending[:MAX_CLIENTS], s.pending[MAX_CLIENTS:]
     if s.checkpoint.kind == CheckpointKind.P2P and not any(c.signer in previous for c in joining):
-        # nobody who holds last epoch's model is here: fall back to the uploaded checkpoint
-        kind = CheckpointKind.Hub if s.checkpoint.repo else CheckpointKind.Dummy
-        s.checkpoint = Checkpoint(kind, s.checkpoint.repo, s.checkpoint.revision)
+        # nobody who holds last epoch's model is here: fall back to the recorded snapshot, else
+        # the Hub repository, else the run seed (which clients refuse past the first step)
+        if s.checkpoint.hash != ZERO_HASH:
+            kind = CheckpointKind.Stored
+        else:
+            kind = CheckpointKind.Hub if s.checkpoint.repo else CheckpointKind.Dummy
+        s.checkpoint = replace(s.checkpoint, kind=kind)
     s.clients = [c.with_state(ClientState.Healthy) for c in joining]
     s.rounds = [Round() for _ in s.rounds]
     s.rounds_head = 0
@@ -147,9 +160,9 @@ def _end_epoch(s: CoordinatorState, now: int) -> None:
     cur = s.current_round
     s.epoch_start_data_index = cur.data_index + round_batch_size(s.config, cur)
     s.epoch += 1
-    if s.checkpoint.kind in (CheckpointKind.Dummy, CheckpointKind.Hub):
+    if s.checkpoint.kind != CheckpointKind.P2P:
         # the epoch's clients now hold the newest model; joiners fetch it from them
-        s.checkpoint = Checkpoint(CheckpointKind.P2P, s.checkpoint.repo, s.checkpoint.revision)
+        s.checkpoint = replace(s.checkpoint, kind=CheckpointKind.P2P)
     if s.pending_pause:
         _withdraw_all(s)
         s.pending_pause = False
@@ -266,9 +279,18 @@ def warmup_witness(s: CoordinatorState, now: int, signer: bytes, index: int) -> 
         _start_round_train(s, now)  # below min_clients the next tick ends the warmup instead
 
 
+def _hash_arg(value, name: str) -> bytes:
+    if not isinstance(value, (bytes, bytearray)) or len(value) != PARAM_HASH_LEN:
+        raise CoordinatorError("InvalidOperation", f"{name} must be {PARAM_HASH_LEN} bytes")
+    return bytes(value)
+
+
 def witness(s: CoordinatorState, now: int, signer: bytes, index: int, step: int,
-            participant_bloom: bytes, broadcast_bloom: bytes, broadcast_merkle: bytes) -> None:
-    """An elected witness reports what it received: blooms of trainers and of commitments."""
+            participant_bloom: bytes, broadcast_bloom: bytes, broadcast_merkle: bytes,
+            param_hash: bytes) -> None:
+    """An elected witness reports what it received (blooms of trainers and of commitments) and
+    the hash of the parameters it trains this step with; a quorum on one hash makes it the
+    run's agreed model."""
     _require_round(s, "witness")
     if step != s.step:
         raise CoordinatorError("InvalidRunState", f"witness for step {step!r}, current is {s.step}")
@@ -283,10 +305,26 @@ def witness(s: CoordinatorState, now: int, signer: bytes, index: int, step: int,
             or len(broadcast_merkle) != MERKLE_ROOT_LEN):
         raise CoordinatorError("InvalidOperation",
                                f"broadcast_merkle must be {MERKLE_ROOT_LEN} bytes")
-    _push_witness(cur, Witness(index, participant_bloom, broadcast_bloom, bytes(broadcast_merkle)))
+    param_hash = _hash_arg(param_hash, "param_hash")
+    _push_witness(cur, Witness(index, participant_bloom, broadcast_bloom, bytes(broadcast_merkle),
+                               param_hash))
+    _agree_on_params(s, committee.elected_witnesses, param_hash)
     if s.run_state == RunState.RoundTrain and len(cur.witnesses) >= committee.elected_witnesses:
         # opportunistic witnessing: every elected witness has all results, no need to wait
         _change_state(s, now, RunState.RoundWitness)
+
+
+def _agree_on_params(s: CoordinatorState, elected: int, h: bytes) -> None:
+    """The first time a quorum (and majority) of this round's witnesses commit to one hash, it
+    becomes the agreed parameters of this step (and the snapshot point when the step is one)."""
+    if h == ZERO_HASH or (s.param_step == s.step and s.param_hash == h):
+        return
+    if sum(1 for w in s.current_round.witnesses if w.param_hash == h) < param_quorum(elected):
+        return
+    s.param_hash, s.param_step = h, s.step
+    interval = s.config.checkpoint_interval
+    if interval and s.step % interval == 0:
+        s.due_hash, s.due_step = h, s.step
 
 
 def trainer_score(s: CoordinatorState, rnd: Round, signer: bytes) -> int:
@@ -332,18 +370,24 @@ def _check_checkpoint(ck: Checkpoint) -> Checkpoint:
     try:
         ok = len(ck.repo.encode()) <= REPO_LEN and len(ck.revision.encode()) <= REPO_LEN
         ok = ok and "\0" not in ck.repo + ck.revision and CheckpointKind(ck.kind) == ck.kind
-    except (AttributeError, ValueError):
+        ok = ok and isinstance(ck.hash, bytes) and len(ck.hash) == PARAM_HASH_LEN
+        ok = ok and type(ck.step) is int and 0 <= ck.step < 1 << 32
+    except (AttributeError, TypeError, ValueError):
         ok = False
     if not ok or (ck.kind != CheckpointKind.Dummy and not ck.repo):
         raise CoordinatorError("InvalidCheckpoint",
                                f"repo and revision are at most {REPO_LEN} bytes; "
-                               "Hub and P2P need a repo")
+                               "Hub, P2P and Stored need a repo")
+    if ck.kind == CheckpointKind.Stored and ck.hash == ZERO_HASH:
+        raise CoordinatorError("InvalidCheckpoint", "a Stored checkpoint needs its parameter hash")
     return ck
 
 
 def checkpoint(s: CoordinatorState, now: int, signer: bytes, index: int, repo: str,
-               revision: str = "") -> None:
-    """A checkpointer uploaded the model to `repo`: joiners can load it when no peer has it."""
+               step: int, param_hash: bytes, revision: str = "") -> None:
+    """A checkpointer stored a snapshot of the agreed parameters at `repo` (its location in the
+    run's store): it is recorded only when (step, param_hash) is the latest agreed pair or the
+    snapshot point's. A Cooldown snapshot of the epoch's final parameters ends the Cooldown."""
     _require_running(s)
     index = _sender(s, signer, index)
     committee = RoundCommittee(s.current_round, 0, 0, s.config.checkpointer_percent)
@@ -354,7 +398,20 @@ def checkpoint(s: CoordinatorState, now: int, signer: bytes, index: int, repo: s
         raise CoordinatorError("NotACheckpointer", f"client {index} is not an elected checkpointer")
     if not isinstance(repo, str) or not repo or not isinstance(revision, str):
         raise CoordinatorError("InvalidCheckpoint", "repo must be a non-empty string")
-    s.checkpoint = _check_checkpoint(Checkpoint(s.checkpoint.kind, repo, revision))
+    if type(step) is not int or not 0 <= step < 1 << 32:
+        raise CoordinatorError("InvalidOperation", "step must be an integer in [0, 2^32)")
+    param_hash = _hash_arg(param_hash, "param_hash")
+    recorded = _check_checkpoint(Checkpoint(s.checkpoint.kind, repo, revision, param_hash, step))
+    latest = (s.param_step, s.param_hash)
+    if param_hash == ZERO_HASH or (step, param_hash) not in (latest, (s.due_step, s.due_hash)):
+        raise CoordinatorError(
+            "CheckpointHashMismatch",
+            f"step {step} with params {param_hash.hex()[:16]} is not what the witnesses agreed on "
+            f"(step {s.param_step}: {s.param_hash.hex()[:16]}, snapshot point step "
+            f"{s.due_step}: {s.due_hash.hex()[:16]})")
+    s.checkpoint = recorded
+    if s.run_state == RunState.Cooldown and (step, param_hash) == latest:
+        _end_epoch(s, now)  # the Cooldown's job is done
 
 
 def pause(s: CoordinatorState, now: int) -> None:

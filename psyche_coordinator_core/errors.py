@@ -22,6 +22,8 @@ class CoordinatorError(Exception):
         "CannotResume",
         "NotACheckpointer",
         "InvalidCheckpoint",
+        "CheckpointHashMismatch",
+        "LayoutVersionMismatch",
         "UpdateNotHalted",
         "RunFinished",
         "InvalidConfig",

@@ -10,16 +10,17 @@ from .errors import CoordinatorError
 from .state import Checkpoint, CheckpointKind
 
 HEX = re.compile(r"(?:[0-9a-f]{2})*")
-BYTES_ARGS = {"signer", "p2p_identity", "participant_bloom", "broadcast_bloom", "broadcast_merkle"}
+BYTES_ARGS = {"signer", "p2p_identity", "participant_bloom", "broadcast_bloom", "broadcast_merkle",
+              "param_hash"}
 ARGS = {
     "tick": set(),
     "join": {"signer", "p2p_identity"},
     "withdraw": {"signer"},
     "warmup_witness": {"signer", "index"},
     "witness": {"signer", "index", "step", "participant_bloom", "broadcast_bloom",
-                "broadcast_merkle"},
+                "broadcast_merkle", "param_hash"},
     "health_check": {"signer", "index", "targets"},
-    "checkpoint": {"signer", "index", "repo", "revision"},
+    "checkpoint": {"signer", "index", "repo", "revision", "step", "param_hash"},
     "pause": set(),
     "resume": set(),
     "update": {"config", "checkpoint"},
@@ -28,13 +29,14 @@ OPTIONAL = {("checkpoint", "revision"), ("update", "config"), ("update", "checkp
 
 
 def checkpoint_to_json(ck: Checkpoint) -> dict:
-    return {"kind": CheckpointKind(ck.kind).name, "repo": ck.repo, "revision": ck.revision}
+    return {"kind": CheckpointKind(ck.kind).name, "repo": ck.repo, "revision": ck.revision,
+            "hash": ck.hash.hex(), "step": ck.step}
 
 
 def checkpoint_from_json(d) -> Checkpoint:
     if not isinstance(d, dict):
         raise CoordinatorError("InvalidOperation", "checkpoint must be an object")
-    unknown = sorted(set(d) - {"kind", "repo", "revision"})
+    unknown = sorted(set(d) - {"kind", "repo", "revision", "hash", "step"})
     if unknown:
         raise CoordinatorError("InvalidOperation", f"checkpoint: unknown key {unknown[0]!r}")
     kind = d.get("kind")
@@ -44,7 +46,12 @@ def checkpoint_from_json(d) -> Checkpoint:
     repo, revision = d.get("repo", ""), d.get("revision", "")
     if not isinstance(repo, str) or not isinstance(revision, str):
         raise CoordinatorError("InvalidOperation", "checkpoint repo and revision are strings")
-    return Checkpoint(CheckpointKind[kind], repo, revision)
+    digest, step = d.get("hash", "00" * 32), d.get("step", 0)
+    if not isinstance(digest, str) or not HEX.fullmatch(digest) or len(digest) != 64:
+        raise CoordinatorError("InvalidOperation", "checkpoint.hash must be 64 lowercase hex digits")
+    if type(step) is not int or not 0 <= step < 1 << 32:
+        raise CoordinatorError("InvalidOperation", "checkpoint.step must be an integer in [0, 2^32)")
+    return Checkpoint(CheckpointKind[kind], repo, revision, bytes.fromhex(digest), step)
 
 
 def encode_args(op: str, args: dict) -> dict:

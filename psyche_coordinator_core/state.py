@@ -8,7 +8,7 @@ from enum import IntEnum
 
 from .bloom import EMPTY_BLOOM
 from .config import RunConfig
-from .constants import MERKLE_ROOT_LEN, NUM_STORED_ROUNDS
+from .constants import LAYOUT_VERSION, MERKLE_ROOT_LEN, NUM_STORED_ROUNDS, ZERO_HASH
 
 
 class RunState(IntEnum):
@@ -40,6 +40,7 @@ class CheckpointKind(IntEnum):
     Dummy = 0  # no source: the model is initialized from the run seed
     Hub = 1  # load from the checkpoint repo
     P2P = 2  # load from the peers that trained the last epoch
+    Stored = 3  # load the snapshot recorded at `repo` in the run's store; check its `hash`
 
 
 class Committee(IntEnum):
@@ -50,8 +51,10 @@ class Committee(IntEnum):
 @dataclass(frozen=True)
 class Checkpoint:
     kind: CheckpointKind = CheckpointKind.Dummy
-    repo: str = ""
+    repo: str = ""  # Hub: the repository; a recorded snapshot: its location in the run's store
     revision: str = ""
+    hash: bytes = ZERO_HASH  # parameter hash of the recorded snapshot; zero when none is
+    step: int = 0  # the step the recorded snapshot's parameters train (see param_step)
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,7 @@ class Witness:
     participant_bloom: bytes = EMPTY_BLOOM  # signers whose results it received and verified
     broadcast_bloom: bytes = EMPTY_BLOOM  # commitments of those results
     broadcast_merkle: bytes = bytes(MERKLE_ROOT_LEN)
+    param_hash: bytes = ZERO_HASH  # the witness's parameters as it trains this step
 
 
 @dataclass
@@ -110,6 +114,14 @@ class CoordinatorState:
     first_round: bool = True
     pending_pause: bool = False
     checkpoint: Checkpoint = field(default_factory=Checkpoint)
+    # the latest parameter hash a witness quorum agreed on: the parameters that train param_step
+    # (every step up to param_step - 2 applied); what snapshots and joiners are checked against
+    param_hash: bytes = ZERO_HASH
+    param_step: int = 0
+    # the agreed hash at the latest multiple of checkpoint_interval: a mid-epoch snapshot point
+    due_hash: bytes = ZERO_HASH
+    due_step: int = 0
+    layout_version: int = LAYOUT_VERSION
     clients: list = field(default_factory=list)  # this epoch's clients; indices are stable
     pending: list = field(default_factory=list)  # joined for the next epoch
     rounds: list = field(default_factory=lambda: [Round() for _ in range(NUM_STORED_ROUNDS)])

@@ -23,6 +23,11 @@ CONFIG = RunConfig(warmup_time=5, cooldown_time=2, max_round_train_time=6, round
                    global_batch_size_end=8, waiting_for_members_extra_time=1)
 
 
+def sim_params(step: int) -> bytes:
+    """The parameter hash every simulated client holds when it trains `step`."""
+    return hashlib.sha256(b"sim-params/%d" % step).digest()
+
+
 class Sim:
     """A server that applies operations then ticks, and clients that answer instantly."""
 
@@ -63,7 +68,9 @@ class Sim:
                         for k, other in enumerate(self.sms):
                             queue += [(k, a) for a in other.on_state(self.state, self.t)]
                 case Prepare(epoch):
-                    queue += [(who, a) for a in sm.model_ready(epoch)]
+                    queue += [(who, a) for a in sm.model_ready(epoch, sim_params(self.state.step))]
+                case Apply(step, _):
+                    queue += [(who, a) for a in sm.applied_params(step, sim_params(step + 2))]
                 case Train(step, batch):
                     result = TrainingResult.create(self.ids[who], step, batch,
                                                    dummy_payload("sim", step, batch))

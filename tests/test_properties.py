@@ -123,7 +123,7 @@ CONFIGS = [
     RunConfig(warmup_time=1, cooldown_time=1, max_round_train_time=2, round_witness_time=1,
               epoch_time=9, total_steps=30, min_clients=2, init_min_clients=3, witness_nodes=2,
               global_batch_size_start=6, global_batch_size_end=6, verification_percent=25,
-              checkpointer_percent=50, waiting_for_members_extra_time=1),
+              checkpointer_percent=50, waiting_for_members_extra_time=1, checkpoint_interval=4),
     RunConfig(warmup_time=0, cooldown_time=1, max_round_train_time=1, round_witness_time=1,
               epoch_time=6, total_steps=5, min_clients=1, init_min_clients=1, witness_nodes=1,
               global_batch_size_start=8, global_batch_size_end=8,
@@ -143,10 +143,15 @@ def _blooms(s, missing):
     return bloom_of(signers), bloom_of(hashlib.sha256(x.encode()).hexdigest() for x in signers)
 
 
-def _witness_args(s, index, signer, missing=(), step=None):
+def _params(step: int, forked: bool = False) -> bytes:
+    return hashlib.sha256(b"params/%d/%d" % (step, forked)).digest()
+
+
+def _witness_args(s, index, signer, missing=(), step=None, forked=False):
     pb, bb = _blooms(s, set(missing))
     return dict(signer=signer, index=index, step=s.step if step is None else step,
-                participant_bloom=pb, broadcast_bloom=bb, broadcast_merkle=bytes(32))
+                participant_bloom=pb, broadcast_bloom=bb, broadcast_merkle=bytes(32),
+                param_hash=_params(s.step, forked))
 
 
 def _advance(s, now):
@@ -194,7 +199,7 @@ def make_op(s, now, kind, a, b):
     if kind == "warmup_witness":
         return now, "warmup_witness", dict(signer=sig, index=idx)
     if kind == "witness":
-        return now, "witness", _witness_args(s, idx, sig, missing={b})
+        return now, "witness", _witness_args(s, idx, sig, missing={b}, forked=b == 3)
     if kind == "witness_bad":
         step = s.step + (b % 3) - 1  # wrong step two times in three
         args = _witness_args(s, idx, sig, step=step)
@@ -206,7 +211,11 @@ def make_op(s, now, kind, a, b):
         return now, "health_check", dict(signer=sig, index=idx,
                                          targets=[b if target is None else target])
     if kind == "checkpoint":
-        return now, "checkpoint", dict(signer=sig, index=idx, repo=f"org/m{b}", revision="")
+        # the agreed pair, the snapshot point's, or a forked hash (refused)
+        step, h = [(s.param_step, s.param_hash), (s.due_step, s.due_hash),
+                   (s.param_step, _params(s.param_step, True))][b % 3]
+        return now, "checkpoint", dict(signer=sig, index=idx, repo=f"org/m{b}", revision="",
+                                       step=step, param_hash=h)
     if kind == "update":
         return now, "update", dict(config=CONFIGS[b % len(CONFIGS)])
     return now, kind, {}  # tick, pause, resume

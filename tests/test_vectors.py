@@ -29,8 +29,11 @@ EXPECT_KEYS = {"error", "hash", "run_state", "epoch", "step", "clients", "pendin
 
 
 def initial_state(initial: dict):
-    return new_run(initial["run_id"], RunConfig.from_dict(initial["config"]), initial["run_seed"],
-                   checkpoint_from_json(initial["checkpoint"]))
+    state = new_run(initial["run_id"], RunConfig.from_dict(initial["config"]),
+                    initial["run_seed"], checkpoint_from_json(initial["checkpoint"]))
+    # an account another version of the code made: only that number differs
+    state.layout_version = initial.get("layout_version", state.layout_version)
+    return state
 
 
 def replay(doc: dict) -> None:

@@ -68,8 +68,7 @@ class ClientDaemon:
                 case Train(step, batch):
                     self._spawn(self._train(step, batch))
                 case Apply(step, results):
-                    self._spawn(self._guard(f"apply step {step}",
-                                            self._in_worker(self.trainer.apply, step, results)))
+                    self._spawn(self._apply(step, results))
                 case Evaluate(epoch, step):
                     self._spawn(self._guard("evaluate",
                                             self._in_worker(self.trainer.evaluate, epoch, step)))
@@ -94,6 +93,12 @@ class ClientDaemon:
             log.warning("%s not delivered: %s", op, e)
             self._run(self.sm.op_finished(op, "Unreachable", args))
 
+    async def _apply(self, step, results):
+        digest = await self._guard(f"apply step {step}",
+                                   self._in_worker(self.trainer.apply, step, results))
+        # the witness of step + 2 commits this hash; a failed apply commits none
+        self._run(self.sm.applied_params(step, bytes.fromhex(digest) if digest else None))
+
     async def _guard(self, what, coro):
         try:
             return await coro
@@ -113,7 +118,8 @@ class ClientDaemon:
             return fut.result()
 
         try:
-            await self._in_worker(self.trainer.prepare, epoch, self.sm.state, fetch_snapshot)
+            digest = await self._in_worker(self.trainer.prepare, epoch, self.sm.state,
+                                           fetch_snapshot)
         except ModelUnavailable as e:  # training anyway would only publish diverged results
             log.error("cannot take part: %s", e)
             self._stop.set()
@@ -122,7 +128,7 @@ class ClientDaemon:
             log.warning("model loading failed: %s: %s", type(e).__name__, e)
             return
         log.info("model ready for epoch %d", epoch)
-        self._run(self.sm.model_ready(epoch))
+        self._run(self.sm.model_ready(epoch, bytes.fromhex(digest) if digest else None))
 
     def _model_peers(self) -> list:
         """The p2p ids of this epoch's other clients that the backend has an address for."""

@@ -7,7 +7,8 @@ Send, Prepare, Apply, Train, Evaluate, Snapshot, Publish, Log).
 Its duties per phase: join for the next epoch; in Warmup load the model and send a warmup
 witness; in RoundTrain train its batch and publish the result; as an elected witness send the
 opportunistic witness once every result it waits for has arrived (or in RoundWitness, with what
-it has); as a witness of the last round, send health checks naming trainers that did not deliver;
+it has), committing the hash of the parameters it trains the step with (reported by the daemon
+after each prepare and apply); as a witness of the last round, send health checks naming trainers that did not deliver;
 tick when a timeout is due."""
 
 from psyche_coordinator_core import (
@@ -42,6 +43,8 @@ class ClientStateMachine:
         self.witness_sent = set()
         self.health_sent = set()
         self.applied = set()  # steps whose consensus was applied (or had nothing to apply)
+        self.unreported = set()  # steps whose Apply was asked for and has not reported yet
+        self.params = None  # hash of the parameters as last reported (None: unknown)
         self.evaluated = set()  # epochs whose held-out loss and snapshot were taken
         self.last_tick_for = None
         self.rejected = {}  # trainer hex -> count of bad results
@@ -128,10 +131,18 @@ class ClientStateMachine:
         acts += self._tick(now)
         return acts
 
-    def model_ready(self, epoch: int) -> list[Action]:
+    def model_ready(self, epoch: int, params: bytes = None) -> list[Action]:
+        """The model for `epoch` is loaded; `params` is its parameter hash."""
         self.preparing.discard(epoch)
         self.prepared.add(epoch)
+        self.params = params
         return self._warmup_witness()
+
+    def applied_params(self, step: int, params: bytes = None) -> list[Action]:
+        """The Apply of `step` is done (params: the hash after it; None: it failed)."""
+        self.unreported.discard(step)
+        self.params = params
+        return self._witness()
 
     def trained(self, step: int, result: TrainingResult) -> list[Action]:
         self.trained_steps.add(step)
@@ -208,6 +219,7 @@ class ClientStateMachine:
                 acts.append(Log(f"DESYNC: step {step}: no payload for batches "
                                 f"{', '.join(map(str, missing))} that the witnesses accepted"))
             if chosen or self.assignments.get(step):
+                self.unreported.add(step)
                 acts.append(Apply(step, chosen))
         return acts
 
@@ -245,6 +257,8 @@ class ClientStateMachine:
             return []
         if not RoundCommittee(st.current_round, st.config.witness_nodes, 0).is_witness(me):
             return []
+        if any(k <= step - 2 for k in self.unreported):
+            return []  # the witness commits the parameters this step trains with: wait for them
         if st.run_state == RunState.RoundTrain:
             mine = self.assignments.get(step, {}).get(me)
             if mine is not None and step not in self.trained_steps:
@@ -261,4 +275,5 @@ class ClientStateMachine:
             "signer": self.signer, "index": me, "step": step,
             "participant_bloom": bloom_of(r.trainer.hex() for r in got),
             "broadcast_bloom": bloom_of(r.commitment.hex() for r in got),
-            "broadcast_merkle": merkle_root([r.commitment for r in got])})]
+            "broadcast_merkle": merkle_root([r.commitment for r in got]),
+            "param_hash": self.params or bytes(32)})]

@@ -100,13 +100,13 @@ class DistroTrainer:
         self.last_loss = None
 
     # ---------------------------------------------------------------- setup
-    def prepare(self, epoch: int, state, fetch_snapshot=None) -> None:
+    def prepare(self, epoch: int, state, fetch_snapshot=None) -> str:
         """Have the parameters the epoch starts from: the ones held already when they are
         those (params_step is the epoch's first step), else the run seed's (Dummy checkpoint)
         or the peers' snapshot (P2P: `fetch_snapshot(step, layout, max_size)` returns a
         verified (manifest, bytes); it runs on the daemon's event loop)."""
         if self.model is not None and self.params_step == state.step:
-            return
+            return parameter_hash(self.model)
         kind = state.checkpoint.kind
         config = getattr(state, "config", None)
         self.total_steps = config.total_steps if config is not None else None
@@ -158,6 +158,7 @@ class DistroTrainer:
                            source="peers" if kind == CheckpointKind.P2P else "seed")
         self.log(f"model: Llama with {count:,} parameters from {source}, params {digest[:16]}")
         self.evaluate(epoch, state.step - 1)
+        return digest
 
     def _load_from_peers(self, model, step: int, fetch_snapshot) -> None:
         layout, _ = layout_of(model)
@@ -231,7 +232,8 @@ class DistroTrainer:
         self.optimizer.apply_lookahead(self._lr(prev))
         return True
 
-    def apply(self, step: int, results: list) -> None:
+    def apply(self, step: int, results: list) -> str:
+        """Apply a round's results; returns the parameter hash after them."""
         started = time.time()
         peers = [peer_result_from_training_result(r, layout=self.optimizer.layout())
                  for r in results]
@@ -247,6 +249,7 @@ class DistroTrainer:
                            compute_s=round(time.time() - started, 4))
         replicas = f" on {self.data_parallelism} replicas" if self.group is not None else ""
         self.log(f"applied step {step}: {len(peers)} results, params {digest[:16]}{replicas}")
+        return digest
 
     def _check_replicas(self, group, digest=None) -> str:
         """Rank 0's parameter hash, after checking every replica has the same (the workers hash

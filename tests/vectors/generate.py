@@ -19,6 +19,7 @@ import argparse
 import hashlib
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make the repository importable
@@ -39,7 +40,7 @@ from psyche_coordinator_core import (
     state_hash,
 )
 from psyche_coordinator_core.bloom import EMPTY_BLOOM
-from psyche_coordinator_core.committee import witness_quorum
+from psyche_coordinator_core.committee import param_quorum, witness_quorum
 from psyche_coordinator_core.constants import BLOOM_BYTES
 from psyche_coordinator_core.ops_json import checkpoint_to_json, decode_args, encode_args
 
@@ -50,7 +51,7 @@ BASE_CONFIG = dict(
     epoch_time=120, global_batch_size_warmup_tokens=0, total_steps=1000, max_seq_len=512,
     min_clients=2, init_min_clients=3, witness_nodes=0, global_batch_size_start=16,
     global_batch_size_end=16, verification_percent=0, checkpointer_percent=0,
-    waiting_for_members_extra_time=3,
+    waiting_for_members_extra_time=3, checkpoint_interval=0,
 )
 
 
@@ -71,6 +72,12 @@ def p2p(label: int) -> bytes:
     return sha256(f"psyche-vector/p2p/{label}")
 
 
+def params(run_id: str, step: int) -> bytes:
+    """A stand-in for the parameter hash an honest witness of `step` holds: every honest client
+    has the same parameters at the same step, so any deterministic 32 bytes per step will do."""
+    return sha256("psyche-vector/params/", run_id, step.to_bytes(4, "little"))
+
+
 def commitment(run_id: str, step: int, batch, trainer: bytes) -> bytes:
     """A stand-in for the hash of a trainer's result: any deterministic 32 bytes will do."""
     return sha256("psyche-vector/commitment/", run_id, step.to_bytes(4, "little"),
@@ -89,7 +96,7 @@ class Scenario:
     index in the current epoch's `clients`."""
 
     def __init__(self, name, description, config=None, checkpoint=None, run_id=None,
-                 run_seed=None):
+                 run_seed=None, layout_version=None):
         cfg = dict(BASE_CONFIG)
         cfg.update(config or {})
         self.name = name
@@ -100,6 +107,9 @@ class Scenario:
         self.run_seed = (run_seed if run_seed is not None
                          else int.from_bytes(sha256("psyche-vector/seed/", name)[:8], "little"))
         self.state = new_run(self.run_id, self.config, self.run_seed, self.checkpoint)
+        self.layout_version = layout_version  # an account another version of the code made
+        if layout_version is not None:
+            self.state.layout_version = layout_version
         self.initial_hash = state_hash(self.state)
         self.t = T0
         self.steps = []
@@ -135,16 +145,22 @@ class Scenario:
                            "expect": expectation(after, code)})
         return after
 
+    def state_hash_now(self) -> str:
+        return state_hash(self.state)
+
     def to_json(self) -> dict:
+        initial = {
+            "run_id": self.run_id,
+            "run_seed": self.run_seed,
+            "config": self.config.to_dict(),
+            "checkpoint": checkpoint_to_json(self.checkpoint),
+        }
+        if self.layout_version is not None:
+            initial["layout_version"] = self.layout_version
         return {
             "name": self.name,
             "description": self.description,
-            "initial": {
-                "run_id": self.run_id,
-                "run_seed": self.run_seed,
-                "config": self.config.to_dict(),
-                "checkpoint": checkpoint_to_json(self.checkpoint),
-            },
+            "initial": initial,
             "initial_hash": self.initial_hash,
             "steps": self.steps,
         }
@@ -256,7 +272,8 @@ class Scenario:
 
     def witness(self, label=None, index=None, missing=(), step=None, dt=0, error=None,
                 state=None, participant_bloom=None, broadcast_bloom=None, merkle=None,
-                sig=None):
+                sig=None, param_hash=None):
+        """`param_hash` defaults to the honest parameters of the current step (params())."""
         pb, bb, mk = self.blooms(missing)
         if index is None:
             index = self.idx(label)
@@ -265,7 +282,9 @@ class Scenario:
                        step=self.state.step if step is None else step,
                        participant_bloom=pb if participant_bloom is None else participant_bloom,
                        broadcast_bloom=bb if broadcast_bloom is None else broadcast_bloom,
-                       broadcast_merkle=mk if merkle is None else merkle)
+                       broadcast_merkle=mk if merkle is None else merkle,
+                       param_hash=(params(self.run_id, self.state.step) if param_hash is None
+                                   else param_hash))
 
     def witness_all(self, skip=(), missing=(), missing_for=None, dt=1):
         """Every elected witness (index order) but the `skip` labels sends its witness.
@@ -311,10 +330,14 @@ class Scenario:
         return self.do("health_check", dt=dt, error=error, signer=signer(label),
                        index=self.idx(label), targets=[self.idx(t) for t in targets])
 
-    def checkpoint_op(self, label, repo, revision="", dt=0, error=None, index=None):
-        return self.do("checkpoint", dt=dt, error=error, signer=signer(label),
+    def checkpoint_op(self, label, repo, revision="", dt=0, error=None, index=None, step=None,
+                      param_hash=None, state=None):
+        """Record a snapshot; (step, param_hash) default to the latest agreed pair."""
+        s = self.state
+        return self.do("checkpoint", dt=dt, error=error, state=state, signer=signer(label),
                        index=self.idx(label) if index is None else index, repo=repo,
-                       revision=revision)
+                       revision=revision, step=s.param_step if step is None else step,
+                       param_hash=s.param_hash if param_hash is None else param_hash)
 
 
 def expectation(s, code) -> dict:
@@ -796,7 +819,8 @@ def total_steps_finished():
     sc.do("warmup_witness", signer=signer(0), index=0, error="Halted")
     sc.witness(0, index=0, error="Halted")
     sc.do("health_check", signer=signer(0), index=0, targets=[1], error="Halted")
-    sc.do("checkpoint", signer=signer(0), index=0, repo="org/model", revision="", error="Halted")
+    sc.do("checkpoint", signer=signer(0), index=0, repo="org/model", revision="", step=9,
+          param_hash=params(sc.run_id, 9), error="Halted")
     return sc
 
 
@@ -1146,19 +1170,165 @@ def batch_smaller_than_clients():
 @scenario
 def checkpoint_set_repo_dummy_to_p2p():
     sc = started("checkpoint_set_repo_dummy_to_p2p",
-                 "A client uploads the model in Cooldown (checkpoint op sets repo/revision, kind "
-                 "stays Dummy); at the epoch end Dummy -> P2P; the same clients rejoin so P2P "
-                 "stays.",
+                 "A checkpointer records the Cooldown snapshot of the agreed parameters (repo, "
+                 "revision, hash and step; kind stays Dummy): the Cooldown ends at once, Dummy -> "
+                 "P2P; the same clients rejoin so P2P stays and the record is kept.",
                  labels=(0, 1, 2), config=dict(epoch_time=8))
     sc.rounds_until_cooldown()
-    sc.checkpoint_op(1, "org/model", "main", dt=1)
-    sc.check(sc.state.checkpoint == Checkpoint(CheckpointKind.Dummy, "org/model", "main"))
-    sc.checkpoint_op(2, "org/model-2", dt=0)  # last one wins
+    agreed = (sc.state.param_step, sc.state.param_hash)
+    sc.check(agreed[1] == params(sc.run_id, agreed[0]) and agreed[0] == sc.state.step - 1)
+    sc.checkpoint_op(1, "org/model", "main", dt=1, state=RunState.WaitingForMembers)
+    sc.check(sc.state.checkpoint == Checkpoint(CheckpointKind.P2P, "org/model", "main",
+                                               agreed[1], agreed[0]))
+    sc.checkpoint_op(2, "org/model-2", dt=0)  # still the agreed pair: the last one wins
     sc.join(0, 1, 2, 9, dt=1)
-    sc.end_cooldown()
-    sc.check(sc.state.checkpoint == Checkpoint(CheckpointKind.P2P, "org/model-2", ""))
     sc.start_epoch()
+    sc.check(sc.state.checkpoint == Checkpoint(CheckpointKind.P2P, "org/model-2", "",
+                                               agreed[1], agreed[0]))
+    return sc
+
+
+@scenario
+def checkpoint_cooldown_early_end():
+    sc = started("checkpoint_cooldown_early_end",
+                 "Cooldown lasts cooldown_time (60 s) unless a snapshot of the epoch's final "
+                 "parameters is recorded: the recorded checkpoint ends it 1 s in, and the next "
+                 "epoch starts; an earlier snapshot point's record does not end a Cooldown.",
+                 labels=(0, 1, 2), config=dict(epoch_time=8, cooldown_time=60,
+                                                checkpoint_interval=2))
+    sc.rounds_until_cooldown()
+    sc.check(0 < sc.state.due_step < sc.state.param_step, f"{sc.state.due_step} {sc.state.param_step}")
+    sc.checkpoint_op(0, "store/due", dt=1, step=sc.state.due_step,
+                     param_hash=sc.state.due_hash, state=RunState.Cooldown)
+    sc.tick(dt=1, state=RunState.Cooldown)
+    sc.checkpoint_op(0, "store/final", dt=1, state=RunState.WaitingForMembers)
+    sc.check(sc.state.epoch == 1 and sc.t - T0 < 60)
+    sc.start_epoch(0, 1, 2)
+    sc.warmup_all()
+    return sc
+
+
+@scenario
+def checkpoint_hash_refused():
+    sc = started("checkpoint_hash_refused",
+                 "The coordinator records a snapshot only when its (step, parameter hash) is the "
+                 "pair the witnesses agreed on: another hash, another step, a zero hash or a step "
+                 "no quorum agreed on are refused with CheckpointHashMismatch, leaving the state "
+                 "as it was; before any agreement nothing can be recorded.",
+                 labels=(0, 1, 2), config=dict(epoch_time=8))
+    sc.checkpoint_op(0, "store/x", dt=1, step=1, param_hash=params(sc.run_id, 1),
+                     error="CheckpointHashMismatch")  # nothing agreed yet
+    sc.round()
+    sc.round()
+    step, h = sc.state.param_step, sc.state.param_hash
+    sc.checkpoint_op(0, "store/x", dt=1, param_hash=sha256("a forked model"),
+                     error="CheckpointHashMismatch")
+    sc.checkpoint_op(0, "store/x", step=step + 1, error="CheckpointHashMismatch")
+    sc.checkpoint_op(0, "store/x", step=step - 1, param_hash=params(sc.run_id, step - 1),
+                     error="CheckpointHashMismatch")  # agreed once, superseded, not a due point
+    sc.checkpoint_op(0, "store/x", param_hash=bytes(32), step=0, error="CheckpointHashMismatch")
+    sc.checkpoint_op(0, "store/x")
+    sc.check(sc.state.checkpoint.hash == h and sc.state.checkpoint.step == step)
+    return sc
+
+
+@scenario
+def param_hash_quorum():
+    sc = started("param_hash_quorum",
+                 "Witnesses commit the hash of the parameters they train with; the first time a "
+                 "quorum of a round's witnesses commit one hash it becomes the agreed pair "
+                 "(param_hash, param_step = the round's step). A minority hash changes nothing; "
+                 "a round split without a quorum keeps the previous agreement; a zero hash never "
+                 "counts.", labels=(0, 1, 2, 3), config=dict(epoch_time=60))
+    sc.check(sc.state.param_step == 0 and sc.state.param_hash == bytes(32))
+    w = sc.elected_labels()
+    sc.check(len(w) == 4 and param_quorum(4) == 3)
+    sc.witness(w[0], dt=1, param_hash=bytes(32))
+    sc.witness(w[1], param_hash=bytes(32))
+    sc.witness(w[2], param_hash=bytes(32))
+    sc.check(sc.state.param_step == 0, "zero hashes agreed")
+    sc.finish_round()
+    step = sc.state.step
+    odd = sha256("a diverged client")
+    w = sc.elected_labels()
+    sc.witness(w[0], dt=1, param_hash=odd)
+    sc.witness(w[1])
+    sc.witness(w[2])
+    sc.check(sc.state.param_step == 0, "two of four is no quorum")
+    sc.witness(w[3], state=RunState.RoundWitness)
+    sc.check(sc.state.param_step == step and sc.state.param_hash == params(sc.run_id, step))
+    sc.finish_round()
+    w = sc.elected_labels()
+    sc.witness(w[0], dt=1, param_hash=odd)
+    sc.witness(w[1], param_hash=odd)
+    sc.witness(w[2])
+    sc.witness(w[3])
+    sc.check(sc.state.param_step == step, "a split round keeps the previous agreement")
+    sc.finish_round()
+    sc.round()
+    sc.check(sc.state.param_step == sc.state.step - 1)
+    return sc
+
+
+@scenario
+def checkpoint_recorded_mid_epoch():
+    sc = started("checkpoint_recorded_mid_epoch",
+                 "checkpoint_interval 3: the agreed hash of step 3 (then 6) is kept as the "
+                 "snapshot point while later steps are agreed, so a checkpointer that uploads for "
+                 "several rounds can still record it mid-epoch; the point moves on at step 6 and "
+                 "the old one is refused.", labels=(0, 1, 2), config=dict(checkpoint_interval=3))
+    while sc.state.param_step < 3:
+        sc.round()
+    sc.check(sc.state.due_step == 3 and sc.state.due_hash == params(sc.run_id, 3))
+    sc.round()
+    sc.round()
+    sc.check(sc.state.param_step == 5 and sc.state.due_step == 3)
+    sc.checkpoint_op(1, "store/step-3", dt=1, step=3, param_hash=params(sc.run_id, 3),
+                     state=RunState.RoundTrain)
+    sc.check(sc.state.checkpoint.step == 3 and sc.state.checkpoint.kind == CheckpointKind.Dummy)
+    sc.round()
+    sc.check(sc.state.due_step == 6)
+    sc.checkpoint_op(2, "store/step-3", dt=1, step=3, param_hash=params(sc.run_id, 3),
+                     error="CheckpointHashMismatch")
+    sc.checkpoint_op(2, "store/step-6", step=6, param_hash=params(sc.run_id, 6))
+    return sc
+
+
+@scenario
+def checkpoint_stored_after_pause():
+    sc = started("checkpoint_stored_after_pause",
+                 "Train, record the Cooldown snapshot, pause (every client withdrawn), resume: "
+                 "whoever joins, the incumbents or new clients, the epoch announces the Stored "
+                 "snapshot with its hash and step, not the run seed (Dummy).",
+                 labels=(0, 1, 2), config=dict(epoch_time=8))
+    sc.rounds_until_cooldown()
+    sc.checkpoint_op(0, "store/final", dt=1, state=RunState.WaitingForMembers)
+    recorded = sc.state.checkpoint
+    sc.pause(dt=1, state=RunState.Paused)
+    sc.check(sc.state.healthy_count() == 0)
+    sc.resume(dt=1)
+    sc.start_epoch(0, 1, 2)
+    sc.check(sc.state.checkpoint == replace(recorded, kind=CheckpointKind.Stored))
+    sc.warmup_all()
+    sc.rounds_until_cooldown()
+    sc.end_cooldown()
     sc.check(sc.state.checkpoint.kind == CheckpointKind.P2P)
+    sc.start_epoch(30, 31, 32)
+    sc.check(sc.state.checkpoint == replace(recorded, kind=CheckpointKind.Stored))
+    return sc
+
+
+@scenario
+def layout_version_mismatch():
+    sc = Scenario("layout_version_mismatch",
+                  "An account of layout version 1 (before parameter hashes): every operation is "
+                  "refused with LayoutVersionMismatch and the bytes stay as they were.",
+                  layout_version=1)
+    sc.resume(error="LayoutVersionMismatch")
+    sc.tick(dt=1, error="LayoutVersionMismatch")
+    sc.join(0, dt=1, error="LayoutVersionMismatch")
+    sc.pause(error="LayoutVersionMismatch")
+    sc.check(sc.state_hash_now() == sc.initial_hash)
     return sc
 
 
@@ -1177,11 +1347,12 @@ def checkpoint_hub_to_p2p():
 @scenario
 def checkpoint_p2p_to_hub():
     sc = started("checkpoint_p2p_to_hub",
-                 "After an epoch (P2P with an uploaded repo) only new clients join: nobody holds "
-                 "the model, so the next epoch loads from Hub.",
-                 labels=(0, 1, 2), config=dict(epoch_time=8))
+                 "A run from a Hub repository where no snapshot was recorded: after an epoch "
+                 "(P2P) only new clients join, nobody holds the model, so the next epoch loads "
+                 "from Hub.",
+                 labels=(0, 1, 2), config=dict(epoch_time=8),
+                 checkpoint=Checkpoint(CheckpointKind.Hub, "org/uploaded", "r7"))
     sc.rounds_until_cooldown()
-    sc.checkpoint_op(0, "org/uploaded", "r7", dt=1)
     sc.end_cooldown()
     sc.check(sc.state.checkpoint.kind == CheckpointKind.P2P)
     sc.start_epoch(10, 11, 12)
@@ -1223,7 +1394,8 @@ def checkpoint_initial_p2p():
 def checkpoint_elected_checkpointers():
     sc = started("checkpoint_elected_checkpointers",
                  "checkpointer_percent 25 with 4 clients: one elected checkpointer per round; the "
-                 "others get NotACheckpointer; the elected one sets the repo.",
+                 "others get NotACheckpointer; the elected one records the snapshot (which ends "
+                 "the Cooldown).",
                  labels=(0, 1, 2, 3), config=dict(checkpointer_percent=25, epoch_time=8))
     sc.rounds_until_cooldown()
     cm = RoundCommittee(sc.state.current_round, 0, 0, 25)
@@ -1232,8 +1404,7 @@ def checkpoint_elected_checkpointers():
     for label in (0, 1, 2, 3):
         if label not in elected:
             sc.checkpoint_op(label, "org/x", dt=1, error="NotACheckpointer")
-    sc.checkpoint_op(elected[0], "org/x", "abc", dt=1)
-    sc.end_cooldown()
+    sc.checkpoint_op(elected[0], "org/x", "abc", dt=1, state=RunState.WaitingForMembers)
     return sc
 
 
@@ -1242,8 +1413,9 @@ def checkpoint_errors():
     sc = started("checkpoint_errors",
                  "Malformed checkpoint operations: empty repo, repo or revision over 64 bytes "
                  "(UTF-8 bytes, not characters), NUL inside; update with a bad checkpoint; a "
-                 "withdrawn client's checkpoint.",
+                 "withdrawn client's checkpoint; missing step or hash.",
                  labels=(0, 1, 2))
+    sc.round()
     sc.checkpoint_op(0, "", dt=1, error="InvalidCheckpoint")
     sc.checkpoint_op(0, "r" * 65, error="InvalidCheckpoint")
     sc.checkpoint_op(0, "org/m", "v" * 65, error="InvalidCheckpoint")
@@ -1253,7 +1425,11 @@ def checkpoint_errors():
     sc.checkpoint_op(0, "org/m", index=1, error="NotAClient")
     sc.checkpoint_op(0, "org/m", index=3, error="InvalidClientIndex")
     sc.do("checkpoint", signer=signer(0), index=sc.idx(0), repo=5, error="InvalidOperation")
-    sc.do("checkpoint", raw_args={"signer": signer(0).hex(), "index": sc.idx(0), "repo": "a/b"})
+    sc.do("checkpoint", raw_args={"signer": signer(0).hex(), "index": sc.idx(0), "repo": "a/b"},
+          error="InvalidOperation")
+    sc.do("checkpoint", raw_args={"signer": signer(0).hex(), "index": sc.idx(0), "repo": "a/b",
+                                  "step": sc.state.param_step,
+                                  "param_hash": sc.state.param_hash.hex()})
     sc.withdraw(1, dt=1)
     sc.checkpoint_op(1, "org/m", error="NotAClient")
     sc.pause(dt=1)
@@ -1272,6 +1448,12 @@ def checkpoint_errors():
     sc.do("update", raw_args={"checkpoint": {"kind": "Hub", "repo": 5}}, error="InvalidOperation")
     sc.do("update", raw_args={"checkpoint": {"kind": "Hub", "repo": "x" * 65}},
           error="InvalidCheckpoint")
+    sc.do("update", raw_args={"checkpoint": {"kind": "Stored", "repo": "store/x"}},
+          error="InvalidCheckpoint")  # a Stored checkpoint without its hash
+    sc.do("update", raw_args={"checkpoint": {"kind": "Stored", "repo": "store/x",
+                                             "hash": "ab" * 31}}, error="InvalidOperation")
+    sc.do("update", raw_args={"checkpoint": {"kind": "Stored", "repo": "store/x",
+                                             "hash": "ab" * 32, "step": 7}})
     sc.do("update", raw_args={"checkpoint": {"kind": "Dummy"}})
     sc.do("update", raw_args={"checkpoint": {"kind": "Dummy", "repo": "org/keep", "revision": "r"}})
     return sc
@@ -1563,7 +1745,7 @@ def errors_invalid_operation():
     pb, bb, mk = sc.blooms()
     base = {"signer": signer(w).hex(), "index": sc.idx(w), "step": sc.state.step,
             "participant_bloom": pb.hex(), "broadcast_bloom": bb.hex(),
-            "broadcast_merkle": mk.hex()}
+            "broadcast_merkle": mk.hex(), "param_hash": params(sc.run_id, sc.state.step).hex()}
     bad = [
         {**base, "index": str(sc.idx(w))}, {**base, "index": True}, {**base, "step": 1.0},
         {**base, "step": None}, {**base, "signer": signer(w).hex().upper()},
@@ -1571,6 +1753,7 @@ def errors_invalid_operation():
         {**base, "signer": signer(w).hex() + "00"}, {**base, "signer": 7},
         {**base, "participant_bloom": pb.hex()[:-1]},
         {k: v for k, v in base.items() if k != "broadcast_merkle"},
+        {k: v for k, v in base.items() if k != "param_hash"}, {**base, "param_hash": "00" * 31},
         {**base, "extra": 1},
     ]
     for n, args in enumerate(bad):
@@ -1601,14 +1784,15 @@ def checkpointer_election():
     sc = Scenario("checkpointer_election",
                   "With checkpointer_percent 50, checkpointers are elected from the current "
                   "round's participants: during Warmup no round exists yet, so every checkpoint "
-                  "is NotACheckpointer; once training starts the elected clients may checkpoint "
-                  "and the others may not.",
+                  "is NotACheckpointer; once training starts (and the witnesses agreed on the "
+                  "parameters) the elected clients may checkpoint and the others may not.",
                   config=dict(checkpointer_percent=50))
     sc.resume()
     sc.start_epoch(0, 1, 2)
     for label in (0, 1, 2):
         sc.checkpoint_op(label, "org/a", dt=1, error="NotACheckpointer")
     sc.warmup_all()
+    sc.round()
     cm = RoundCommittee(sc.state.current_round, 0, 0, 50)
     elected = [label for label in (0, 1, 2) if cm.is_checkpointer(sc.idx(label))]
     out = [label for label in (0, 1, 2) if not cm.is_checkpointer(sc.idx(label))]
@@ -1624,9 +1808,10 @@ def p2p_to_hub_after_pause():
     sc = started("p2p_to_hub_after_pause",
                  "A pause withdraws every client. When those same clients rejoin after resume, "
                  "none finished the last epoch healthy, so nobody is trusted to serve its model "
-                 "and the checkpoint falls back from P2P to Hub (the uploaded repo).",
-                 labels=(0, 1, 2), config=dict(epoch_time=8))
-    sc.checkpoint_op(0, "org/up", dt=1)
+                 "and, no snapshot being recorded, the checkpoint falls back from P2P to Hub (the "
+                 "run's repo).",
+                 labels=(0, 1, 2), config=dict(epoch_time=8),
+                 checkpoint=Checkpoint(CheckpointKind.Hub, "org/up", ""))
     sc.pause(dt=1)
     sc.round(state=RunState.Cooldown)
     sc.end_cooldown(state=RunState.Paused)
