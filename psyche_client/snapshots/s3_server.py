@@ -2,14 +2,12 @@
 proxy) on loopback, for the tests, the benchmark and trying a run by hand. It writes an access
 log, one line per request, which tests read to see what the server received."""
 
-import collections
 import contextlib
 import os
 import re
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +19,8 @@ SCRIPT = REPO / "scripts" / "s3-server"
 ACCESS_KEY, SECRET_KEY = "psyche", "psyche-secret"
 # after the bracketed time: ip, requester, request id, operation, key, uri, status
 ACCESS_LINE = re.compile(r"\] (\S+) (\S+) (\S+) (\S+) (\S+) (\S+) (\d+) ")
+# its output: "11:04:11 | vgw | 206 | 386.402µs | 127.0.0.1 | GET | /bucket/key | ..."
+RESPONSE_LINE = re.compile(r"\| vgw \| (\d{3}) \|[^|]*\|[^|]*\| ([A-Z]+) \| (\S+) \|")
 
 
 class S3ServerError(SnapshotStoreError):
@@ -58,8 +58,8 @@ class S3Server:
     secret_key: str
     data_dir: Path
     access_log: Path
+    output: Path  # what it prints: one line per response, with its HTTP status
     process: subprocess.Popen = field(repr=False)
-    output: collections.deque = field(repr=False)  # its last lines, for diagnostics
 
     @property
     def credentials(self):
@@ -77,6 +77,16 @@ class S3Server:
             if m:
                 _ip, requester, _id, op, key, _uri, status = m.groups()
                 found.append(Request(requester, op, key, int(status)))
+        return found
+
+    def responses(self) -> list:
+        """(HTTP status, method, path) of every response so far, from the server's output:
+        a ranged read shows 206 there (the access log says 200)."""
+        found = []
+        for line in self.output.read_text(errors="replace").splitlines():
+            m = RESPONSE_LINE.search(line)
+            if m:
+                found.append((int(m.group(1)), m.group(2), m.group(3)))
         return found
 
 
@@ -103,29 +113,23 @@ def start_server(data_dir=None, access_key: str = ACCESS_KEY, secret_key: str = 
             data_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="psyche-s3-"))
         root = Path(data_dir)
         (root / "buckets").mkdir(parents=True, exist_ok=True)
-        last_error = ""
+        output = ""
         for _ in range(3):  # another process can take the free port before the server binds it
             port = free_port()
-            log = root / f"access-{port}.log"
-            proc = subprocess.Popen(
-                [str(binary), "--access", access_key, "--secret", secret_key,
-                 "--port", f"127.0.0.1:{port}", "--quiet", "--access-log", str(log),
-                 "posix", str(root / "buckets")],
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
-            output = collections.deque(maxlen=200)
-            reader = threading.Thread(target=lambda p=proc, o=output: o.extend(
-                line.rstrip("\n") for line in p.stdout), daemon=True, name="s3-server-output")
-            reader.start()
+            log, out = root / f"access-{port}.log", root / f"server-{port}.log"
+            with open(out, "wb") as sink:
+                proc = subprocess.Popen(
+                    [str(binary), "--access", access_key, "--secret", secret_key,
+                     "--port", f"127.0.0.1:{port}", "--access-log", str(log),
+                     "posix", str(root / "buckets")],
+                    stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             deadline = time.monotonic() + timeout
-            while proc.poll() is None and not _listening(port):
-                if time.monotonic() > deadline:
-                    break
+            while proc.poll() is None and not _listening(port) and time.monotonic() < deadline:
                 time.sleep(0.05)
             if proc.poll() is None and _listening(port):
-                server = S3Server(f"http://127.0.0.1:{port}", access_key, secret_key, root, log,
-                                  proc, output)
                 try:
-                    yield server
+                    yield S3Server(f"http://127.0.0.1:{port}", access_key, secret_key, root, log,
+                                   out, proc)
                 finally:
                     proc.terminate()
                     try:
@@ -133,10 +137,9 @@ def start_server(data_dir=None, access_key: str = ACCESS_KEY, secret_key: str = 
                     except subprocess.TimeoutExpired:
                         proc.kill()
                         proc.wait()
-                    reader.join(timeout=5)
                 return
             proc.kill()
             proc.wait()
-            reader.join(timeout=5)
-            last_error = "\n".join(output)
-        raise S3ServerError(f"the S3 server ({binary}) did not start:\n{last_error}")
+            output = out.read_text(errors="replace")[-4000:]
+        raise S3ServerError(f"the S3 server ({binary}) did not start within {timeout:.0f} s:\n"
+                            f"{output}")
