@@ -33,6 +33,7 @@ from ..data.local import LocalDataProvider
 from ..data.tcp import TcpDataProvider
 from .distro import DistroOptimizer
 from .errors import ModelUnavailable
+from .heldout import heldout_loss
 from .model import build_model, load_model_code, parameter_count, parameter_hash
 from .parallel import DataParallelGroup, forward_backward
 from .payload import encode_payload, peer_result_from_training_result
@@ -307,16 +308,11 @@ class DistroTrainer:
             self.group.close()
             self.group = None
 
-    @torch.no_grad()
     def evaluate(self, epoch: int, step: int):
         if self.heldout is None:
             return None
-        n = min(self.spec.data.heldout_sequences, self.heldout.index.num_sequences)
-        tokens = torch.from_numpy(self.heldout.get_samples(0, n - 1)).to(self.device)
-        self.model.eval()
-        losses = [self.model(input_ids=m, labels=m).loss.item() * len(m)
-                  for m in torch.split(tokens, self.micro_batch_size)]
-        loss = sum(losses) / n
+        loss = heldout_loss(self.model, self.heldout, self.spec.data.heldout_sequences,
+                            self.micro_batch_size, self.device)
         self.metrics.write(event="heldout", epoch=epoch, step=step, loss=loss)
         self.log(f"held-out loss {loss:.4f} (epoch {epoch}, after step {step}, "
                  f"perplexity {math.exp(min(loss, 50)):.1f})")
