@@ -20,6 +20,10 @@ weights; not a parsed safetensors file: the store never looks inside) and a smal
   public-read): one streamed GET per blob into a .part file, SHA-256 of every byte, fsync, and
   the rename of the directory into place.
 
+Between repeats the snapshot is deleted from the server and os.sync() flushes what the
+previous repeat left dirty (the server does not fsync), so every repeat starts alike; without
+this, page cache and writeback piling up make later repeats of every kind slower.
+
 Throughput = snapshot bytes / wall time; the medians over --repeat runs give the ratios
 (store throughput / fsync'd disk copy throughput). Everything runs in one process on this
 machine's 2 cores, with the server beside it; its data directory is on the same file system as
@@ -99,6 +103,7 @@ def main():
             times = {"disk_copy_fsync": [], "disk_copy_no_fsync": [], "upload": [],
                      "download": []}
             for i in range(args.repeat):
+                os.sync()  # each repeat starts with no dirty pages left by the one before
                 for fsync, name in ((True, "disk_copy_fsync"), (False, "disk_copy_no_fsync")):
                     dst = work / f"copy-{i}-{name}"
                     times[name].append(timed(lambda: disk_copy(model, dst, fsync)))
@@ -118,6 +123,9 @@ def main():
                 times["download"].append(timed(lambda: reader.get(location, dest)))
                 assert reader.last_transfer.bytes_downloaded == size
                 shutil.rmtree(dest)
+                for sha in store._blob_locations():  # the server starts each repeat empty
+                    store._delete_blob(sha)
+                store._delete_manifest(location)
             version = subprocess.run([str(SCRIPT), "--version"], capture_output=True,
                                      text=True).stdout.strip()
 
