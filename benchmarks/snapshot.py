@@ -85,6 +85,7 @@ def main():
     p.add_argument("--out", default=str(RESULTS), help="results JSON (default %(default)s)")
     args = p.parse_args()
 
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(dir=args.workdir, prefix="psyche-bench-") as tmp:
         work = Path(tmp)
         snap = write_snapshot_dir(work / "src", run_id="bench", epoch=0, step=1,
@@ -145,7 +146,9 @@ def main():
         "server": f"{version} (posix backend, loopback; it does not fsync objects)",
         "figures": figures,
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                    "python": platform.python_version()},
+                    "python": platform.python_version(),
+                    # other work on the machine: the 1-minute load average before and after
+                    "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)]},
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
