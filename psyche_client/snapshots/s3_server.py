@@ -23,6 +23,11 @@ ACCESS_LINE = re.compile(r"\] (\S+) (\S+) (\S+) (\S+) (\S+) (\S+) (\d+) ")
 RESPONSE_LINE = re.compile(r"\| vgw \| (\d{3}) \|[^|]*\|[^|]*\| ([A-Z]+) \| (\S+) \|")
 
 
+# checksum-derived ETags instead of MD5 ones: an MD5 of every byte is the server's largest cost
+# on an upload, and nothing here reads ETags (blobs are checked by their SHA-256)
+SERVER_OPTIONS = ("--data-integrity-etag",)
+
+
 class S3ServerError(SnapshotStoreError):
     """The local S3 server could not be built or started."""
 
@@ -104,9 +109,10 @@ def _listening(port: int) -> bool:
 
 @contextlib.contextmanager
 def start_server(data_dir=None, access_key: str = ACCESS_KEY, secret_key: str = SECRET_KEY,
-                 timeout: float = 60.0):
+                 timeout: float = 60.0, posix_options=SERVER_OPTIONS):
     """Yields an S3Server on a free loopback port, serving `data_dir` (default: a fresh
-    temporary directory); stops it at exit."""
+    temporary directory); stops it at exit. posix_options: more options of its posix backend
+    (`versitygw posix --help`)."""
     binary = find_binary()
     with contextlib.ExitStack() as stack:
         if data_dir is None:
@@ -121,7 +127,7 @@ def start_server(data_dir=None, access_key: str = ACCESS_KEY, secret_key: str = 
                 proc = subprocess.Popen(
                     [str(binary), "--access", access_key, "--secret", secret_key,
                      "--port", f"127.0.0.1:{port}", "--access-log", str(log),
-                     "posix", str(root / "buckets")],
+                     "posix", *posix_options, str(root / "buckets")],
                     stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             deadline = time.monotonic() + timeout
             while proc.poll() is None and not _listening(port) and time.monotonic() < deadline:

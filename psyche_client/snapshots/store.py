@@ -14,9 +14,9 @@ from pathlib import Path
 
 from .errors import SnapshotCorrupt, SnapshotNotFound, SnapshotStoreError
 from .fsio import fsync_path, publish, write_durable
+from .hashing import BackgroundSha256, file_sha256_in_background
 from .manifest import MANIFEST_NAME, Manifest, is_location
 from .progress import transfer_progress
-from .snapshot_dir import verify_snapshot_dir
 
 
 @dataclass
@@ -78,22 +78,28 @@ class SnapshotStore:
 
     # -- the interface --------------------------------------------------------------------
     def put(self, snapshot_dir, on_progress=None) -> str:
-        """Stores the snapshot directory (its files checked against its manifest first) and
-        returns its location. Blobs already stored are skipped; the manifest goes last.
-        on_progress(bytes_sent_so_far) is called as bytes go out."""
+        """Stores the snapshot directory and returns its location. Blobs already stored are
+        skipped; the manifest goes last. Each file sent is hashed while it is sent: one that
+        does not match its manifest is removed from the store again and the put fails with
+        SnapshotCorrupt before any manifest names it. on_progress(bytes_sent_so_far) is
+        called as bytes go out."""
         snapshot_dir = Path(snapshot_dir)
-        manifest = verify_snapshot_dir(snapshot_dir)
+        manifest = Manifest.read(snapshot_dir)
         data = manifest.to_bytes()
         location = hashlib.sha256(data).hexdigest()
         stats = self.last_transfer = TransferStats()
         todo = {}
         for name, entry in sorted(manifest.files.items()):
+            path = snapshot_dir / name
+            if not path.is_file() or path.stat().st_size != entry.size:
+                raise SnapshotCorrupt(f"{snapshot_dir}: {name} is missing or not the size its "
+                                      "manifest gives")
             if entry.sha256 in todo or entry.sha256 in stats.skipped:
                 continue
             if self._has_blob(entry.sha256):
                 stats.skipped.append(entry.sha256)
             else:
-                todo[entry.sha256] = (snapshot_dir / name, entry.size)
+                todo[entry.sha256] = (path, entry.size)
         total = sum(size for _, size in todo.values())
         with transfer_progress(self.progress, f"upload step {manifest.step}", total) as bar:
             def advance(n):
@@ -102,7 +108,15 @@ class SnapshotStore:
                 if on_progress is not None:
                     on_progress(stats.bytes_uploaded)
             for sha, (path, size) in todo.items():
-                self._upload_blob(sha, path, size, advance)
+                check = file_sha256_in_background(path)
+                try:
+                    self._upload_blob(sha, path, size, advance)
+                finally:
+                    actual = check.result()
+                if actual != sha:
+                    self._delete_blob(sha)  # stored under a hash it does not have
+                    raise SnapshotCorrupt(f"{path} does not match its manifest (sha256 "
+                                          f"{actual[:16]}..., expected {sha[:16]}...)")
                 stats.uploaded.append(sha)
         if not self._has_manifest(location):
             self._put_manifest(location, data)
@@ -145,25 +159,28 @@ class SnapshotStore:
             have = part.stat().st_size if part.exists() else 0
             if have > entry.size:
                 have = 0
-            h = hashlib.sha256()
+            existing = hashlib.sha256()
             with open(part, "r+b" if have else "wb") as f:
                 if have:
                     stats.resumed.append(name)
                     while chunk := f.read(8 << 20):
-                        h.update(chunk)
+                        existing.update(chunk)
                     f.seek(have)
                     f.truncate()
                     bar(have)
-
-                def write(chunk):
-                    f.write(chunk)
-                    h.update(chunk)
-                    stats.bytes_downloaded += len(chunk)
-                    bar(len(chunk))
-                if have < entry.size:
-                    self._stream_blob(entry.sha256, have, write)
-                f.flush()
-                os.fsync(f.fileno())
+                h = BackgroundSha256(existing)
+                try:
+                    def write(chunk):
+                        f.write(chunk)
+                        h.update(chunk)
+                        stats.bytes_downloaded += len(chunk)
+                        bar(len(chunk))
+                    if have < entry.size:
+                        self._stream_blob(entry.sha256, have, write)
+                    f.flush()
+                    os.fsync(f.fileno())
+                finally:
+                    h.close()
             if part.stat().st_size == entry.size and h.hexdigest() == entry.sha256:
                 part.rename(final)
                 return

@@ -142,3 +142,15 @@ def test_a_bad_partial_file_is_fetched_again(store, tmp_path):
     (work / "model.safetensors.part").write_bytes(b"not the model's first bytes")
     store.get(location, dest)
     assert same_files(snap, dest)
+
+
+def test_a_put_of_a_tampered_snapshot_fails_and_leaves_nothing(store, tmp_path):
+    snap = make_snapshot(tmp_path / "ck", step=10, model_bytes=6 * MIB)
+    model = verify_snapshot_dir(snap).files["model.safetensors"]
+    data = bytearray((snap / "model.safetensors").read_bytes())
+    data[-1] ^= 1
+    (snap / "model.safetensors").write_bytes(bytes(data))
+    with pytest.raises(SnapshotCorrupt, match="does not match its manifest"):
+        store.put(snap)
+    assert store.list() == []
+    assert model.sha256 not in store._blob_locations()
