@@ -2,9 +2,10 @@
 tiny Llama, elected checkpointers that upload to the store and record the agreed hash, and
 clients that start from the recorded snapshot after a pause.
 
-- every client leaves and new processes resume the run: they download the snapshot (anonymous
-  reads), their parameters hash to the recorded checkpoint.hash, and their first held-out loss
-  equals the last one before the pause; a snapshot point mid-epoch (checkpoint_interval) was
+- every client leaves, the server is SIGKILLed and restarted from its state file, and new
+  processes resume the run: they download the snapshot (anonymous reads), their parameters
+  hash to the recorded checkpoint.hash, and their first held-out loss equals the last one
+  before the pause; a snapshot point mid-epoch (checkpoint_interval) was
   recorded too, and `psyche-snapshot check` loads the recorded snapshot with transformers;
 - the fork case: the incumbents stay and a new process joins; all of them train from the
   recorded parameters, in lockstep.
@@ -73,7 +74,8 @@ def bucket(s3_server, monkeypatch):
 
 class Run:
     def __init__(self, tmp, state):
-        self.c = Cluster(tmp, state)
+        # the server persists its state: a killed one resumes from it
+        self.c = Cluster(tmp, state, ("--save-state-dir", str(tmp / "saved")))
         self.tmp = tmp
         self.metrics = {}
 
@@ -126,6 +128,12 @@ def test_new_clients_resume_from_the_recorded_snapshot(tmp_path, data_dir, bucke
         stored = check_the_store(tmp_path, bucket, s3_server, obs, paused)
         for n in (1, 2):  # every client leaves
             run.c.clients[n].stop()
+        # and the server is killed: restarted from its state file, it still holds the record
+        port = run.c.port
+        run.c.server.kill()
+        run.c.start_server(port)
+        again = obs.wait(lambda s: True, 120, "a state after the restart")
+        assert again.run_state == RunState.Paused and again.checkpoint == paused.checkpoint
         started = resume_and_train(run, obs, new, paused)
     finally:
         run.c.stop()
