@@ -8,8 +8,8 @@ Its duties per phase: join for the next epoch; in Warmup load the model and send
 witness; in RoundTrain train its batch and publish the result; as an elected witness send the
 opportunistic witness once every result it waits for has arrived (or in RoundWitness, with what
 it has), committing the hash of the parameters it trains the step with (reported by the daemon
-after each prepare and apply); as a witness of the last round, send health checks naming trainers that did not deliver;
-tick when a timeout is due."""
+after each prepare and apply); as a witness of the last round, send health checks naming
+trainers that did not deliver; tick when a timeout is due."""
 
 from psyche_coordinator_core import (
     ClientState,
