@@ -16,3 +16,18 @@ def data_dir(tmp_path_factory):
     run("tokenize", "--input", str(d / "corpus.txt"), "--out", str(d), "--tokenizer", "bytes",
         "--seq-len", "128")
     return d
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """One real S3-compatible server (versitygw, built once by scripts/s3-server) for the
+    session, on a free loopback port with a temporary data directory; stopped at the end.
+    .endpoint, .credentials (the root account's), .requests() (its access log). Give each test
+    its own bucket (`s3_bucket` in tests/snapshots/conftest.py)."""
+    from psyche_client.snapshots.s3_server import S3ServerError, find_binary, start_server
+    try:
+        find_binary()
+    except S3ServerError as e:
+        pytest.skip(f"the S3 server cannot be built here: {e}")
+    with start_server(tmp_path_factory.mktemp("s3-server")) as server:
+        yield server
