@@ -3,8 +3,18 @@ sockets, so every duty (join, warmup, train, publish, witness, health check, tic
 deterministically. The integration tests run the same machine over real processes."""
 
 import hashlib
+from dataclasses import replace
 
-from psyche_client.client.actions import Apply, Prepare, Publish, Send, Snapshot, Train
+from psyche_client.client.actions import (
+    Apply,
+    Log,
+    Prepare,
+    Publish,
+    Send,
+    Snapshot,
+    StoreSnapshot,
+    Train,
+)
 from psyche_client.client.results import TrainingResult, dummy_payload
 from psyche_client.client.state_machine import ClientStateMachine
 from psyche_client.identity import Identity
@@ -31,13 +41,18 @@ def sim_params(step: int) -> bytes:
 class Sim:
     """A server that applies operations then ticks, and clients that answer instantly."""
 
-    def __init__(self, n, silent=(), config=CONFIG):
+    def __init__(self, n, silent=(), config=CONFIG, can_store=(), forked=()):
         self.ids = [Identity(hashlib.sha256(b"client%d" % i).digest()) for i in range(n)]
-        self.sms = [ClientStateMachine(i.public, i.public) for i in self.ids]
+        self.sms = [ClientStateMachine(i.public, i.public, can_store=k in can_store)
+                    for k, i in enumerate(self.ids)]
+        self.forked = set(forked)  # these snapshot parameters of their own, not the run's
+        self.snapshots = []  # (client, StoreSnapshot, parameter hash captured)
+        self.logs = []  # (client, text)
         self.silent = set(silent)  # these train but never publish their results
         self.t = 1_000
         self.state = apply(new_run("sim", config, 99), self.t, "resume")
         self.sent = []  # (client, op)
+        self.sent_args = []  # (client, op, args)
         self.rejected = []
 
     def _apply(self, op, args):
@@ -56,6 +71,7 @@ class Sim:
             match act:
                 case Send(op, args):
                     self.sent.append((who, op))
+                    self.sent_args.append((who, op, args))
                     before = self.state
                     try:
                         self._apply(op, args)
@@ -71,6 +87,15 @@ class Sim:
                     queue += [(who, a) for a in sm.model_ready(epoch, sim_params(self.state.step))]
                 case Apply(step, _):
                     queue += [(who, a) for a in sm.applied_params(step, sim_params(step + 2))]
+                case StoreSnapshot(_, step, upload) as snap:
+                    # captured after the applies asked for before it: the last reported hash
+                    params = sm.params if who not in self.forked else sim_params(-step)
+                    self.snapshots.append((who, snap, params))
+                    if upload:
+                        location = hashlib.sha256(b"snapshot/%d/%s" % (step, params)).hexdigest()
+                        queue += [(who, a) for a in sm.snapshot_stored(step, params, location)]
+                case Log(text):
+                    self.logs.append((who, text))
                 case Train(step, batch):
                     result = TrainingResult.create(self.ids[who], step, batch,
                                                    dummy_payload("sim", step, batch))
@@ -183,3 +208,43 @@ def test_snapshot_once_per_epoch_after_its_last_apply():
         if kind is Snapshot:
             assert (Apply, step - 3) in kinds[:i] and (Apply, step - 4) in kinds[:i]
             assert all(s >= step for k, s in kinds[i:] if k is Apply)
+
+
+def test_checkpointers_record_snapshots_at_cooldown_and_every_interval():
+    """Checkpointers snapshot the parameters every checkpoint_interval steps (those the
+    witnesses of that step commit) and at Cooldown (the epoch's final ones); each is recorded
+    once its (step, hash) is agreed, the first Cooldown record ends the Cooldown (60 s here),
+    and every record asks for a prune."""
+    config = replace(CONFIG, checkpoint_interval=4, cooldown_time=60)
+    sim = Sim(4, config=config, can_store={0, 1})
+    cooldowns = {}  # epoch -> the times its Cooldown was seen
+
+    def until(s):
+        if s.run_state == RunState.Cooldown:
+            cooldowns.setdefault(s.epoch, []).append(sim.t)
+        return s.run_state == RunState.Finished
+    end = sim.run(until)
+    # the last Cooldown's first record ends the run: the other checkpointer's comes too late
+    assert [r for r in sim.rejected if r[1] != "tick"] in ([], [(1, "checkpoint", "Halted")],
+                                                          [(0, "checkpoint", "Halted")])
+    assert {who for who, _, _ in sim.snapshots} == {0, 1}  # only those that can write
+    for who, snap, params in sim.snapshots:
+        assert snap.upload and params == sim_params(snap.step)  # the parameters of that step
+    steps = {snap.step for _, snap, _ in sim.snapshots}
+    assert {4, 8, 12} <= steps and any(s % 4 for s in steps)  # intervals and Cooldowns
+    recorded = [(who, args) for who, op, args in sim.sent_args if op == "checkpoint"]
+    assert {a["step"] for _, a in recorded} == steps
+    assert end.checkpoint.step == max(steps) and end.checkpoint.hash == sim_params(max(steps))
+    assert all(max(ts) - min(ts) <= 2 for ts in cooldowns.values()), cooldowns
+    for k in (0, 1):
+        assert {step for step, _ in sim.sms[k].checkpointing.recorded} >= steps - {max(steps)}
+
+
+def test_a_checkpointer_whose_hash_differs_never_records_it():
+    config = replace(CONFIG, checkpoint_interval=4)
+    sim = Sim(4, config=config, can_store={0}, forked={0})
+    sim.run(lambda s: s.run_state == RunState.Finished)
+    assert sim.snapshots and not [op for who, op, _ in sim.sent_args if op == "checkpoint"]
+    why = [text for who, text in sim.logs if "not recording" in text]
+    assert why and all("the witnesses agreed on" in t for t in why)
+    assert sim.sms[0].checkpointing.recorded == []

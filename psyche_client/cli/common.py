@@ -62,6 +62,18 @@ _CLIENT_OPTIONS = [
                  "rank r on cuda:r; with --device cpu, N cpu processes for testing) split each "
                  "batch's forward/backward and all-reduce the gradients; the DisTrO step, apply "
                  "and evaluation run once. Ignored by simulated training."),
+    click.option("--checkpoint-dir", type=click.Path(file_okay=False), default=None,
+                 help="Keep a snapshot of the model here (Hugging Face layout: config.json, "
+                 "model.safetensors, manifest.json; one directory per step, written atomically) "
+                 "at every Cooldown and snapshot point. Without it, a checkpointer writes to a "
+                 "temporary directory it removes after the upload."),
+    click.option("--store-access-key", envvar="PSYCHE_S3_ACCESS_KEY", default=None,
+                 help="Write credentials for the run's S3 snapshot store ([checkpoint] store of "
+                 "its spec; reads need none). With them (or with a local store) the client "
+                 "uploads snapshots when it is an elected checkpointer. Env: "
+                 "PSYCHE_S3_ACCESS_KEY."),
+    click.option("--store-secret-key", envvar="PSYCHE_S3_SECRET_KEY", default=None,
+                 help="The secret of --store-access-key. Env: PSYCHE_S3_SECRET_KEY."),
     click.option("--metrics-file", type=click.Path(dir_okay=False), default=None,
                  help="Append one JSON object per training step, apply and held-out loss."),
     click.option("--wandb-project", default=None, help="Also log to this wandb project "
@@ -81,8 +93,8 @@ def client_options(fn):
 
 def run_client(run_id, identity, make_backend, where, bind_p2p_port, bind_p2p_host, p2p_kind,
                tui, dummy_training_delay_secs, micro_batch_size, device, torch_threads,
-               data_parallelism, metrics_file, wandb_project, wandb_run, wandb_group,
-               wandb_entity):
+               data_parallelism, checkpoint_dir, store_access_key, store_secret_key,
+               metrics_file, wandb_project, wandb_run, wandb_group, wandb_entity):
     """Starts the p2p transport, connects `make_backend(p2p_addr)` and serves the run until
     it finishes; exits the process with the daemon's code."""
     from ..backends.base import BackendError, FatalBackendError
@@ -93,6 +105,8 @@ def run_client(run_id, identity, make_backend, where, bind_p2p_port, bind_p2p_ho
     problem = check_data_parallelism(data_parallelism, device)
     if problem:
         fail(problem)
+    if bool(store_access_key) != bool(store_secret_key):
+        fail("--store-access-key and --store-secret-key go together")
     wandb_args = dict(project=wandb_project, name=wandb_run, group=wandb_group,
                       entity=wandb_entity)
     make_trainer = trainer_factory(run_id, identity, dummy_training_delay_secs,
@@ -105,7 +119,9 @@ def run_client(run_id, identity, make_backend, where, bind_p2p_port, bind_p2p_ho
         backend = make_backend(addr)
         log.info("client %s joining run %r %s, p2p %s %s", identity.public.hex(), run_id, where,
                  p2p_kind, addr[:48])
-        return await ClientDaemon(identity, backend, transport, make_trainer).run()
+        make_writer = writer_factory(run_id, checkpoint_dir, store_access_key, store_secret_key)
+        return await ClientDaemon(identity, backend, transport, make_trainer,
+                                  make_writer=make_writer).run()
 
     try:
         code = asyncio.run(go())
@@ -170,3 +186,30 @@ def trainer_factory(run_id, identity, dummy_delay, micro_batch_size=8, device=No
                              device=default_device(device), micro_batch_size=micro_batch_size,
                              data_parallelism=data_parallelism)
     return make_trainer
+
+
+def writer_factory(run_id, checkpoint_dir=None, access_key=None, secret_key=None):
+    """`make_writer(spec)` for the client daemon: where this client's snapshots go. It uploads
+    to the run's store ([checkpoint] store of the spec) when it can write there (a local store,
+    or an S3 store with the credentials given), and keeps them in `checkpoint_dir` if given;
+    None when it does neither."""
+    def make_writer(spec):
+        from ..client.snapshot_writer import SnapshotWriter
+        from ..snapshots import SnapshotStoreError, open_store
+        ck = (spec or {}).get("checkpoint") or {}
+        store = None
+        url = ck.get("store")
+        if url and (access_key or not url.startswith("s3://")):
+            credentials = (access_key, secret_key) if access_key else None
+            try:
+                store = open_store(url, endpoint=ck.get("endpoint") or None,
+                                   credentials=credentials)
+            except SnapshotStoreError as e:
+                log.warning("no snapshot uploads: the run's store %s: %s", url, e)
+        elif url:
+            log.info("the run stores snapshots in %s; without write credentials "
+                     "(--store-access-key) this client only reads them", url)
+        if store is None and not checkpoint_dir:
+            return None
+        return SnapshotWriter(run_id, store, checkpoint_dir, ck.get("keep", 3))
+    return make_writer

@@ -2,6 +2,7 @@
 
 import asyncio
 import logging
+import signal
 import time
 
 import click
@@ -42,7 +43,10 @@ def validate_config(state_path, data_config):
                f"{st.config.init_min_clients} clients to start, {training}")
 
 
-@main.command(help="Start the server and coordinate the run declared in state.toml.")
+@main.command(help="Start the server and coordinate the run declared in state.toml. The "
+              "operator pauses the run with SIGUSR1 (`kill -USR1 PID`: an active round ends, "
+              "then its Cooldown, and every client is withdrawn; clients joining after the "
+              "resume start from the run's recorded snapshot) and resumes it with SIGUSR2.")
 @click.option("--state", "state_path", required=True, type=click.Path(dir_okay=False),
               help="Path to TOML of the coordinator state.")
 @click.option("-s", "--server-port", type=int, default=0, show_default=True,
@@ -99,6 +103,9 @@ def run(state_path, server_port, host, tui, data_config, save_state_dir, init_wa
                                spec=spec.to_dict() if spec else None)
 
     async def main_loop():
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGUSR1, server.authority, "pause")
+        loop.add_signal_handler(signal.SIGUSR2, server.authority, "resume")
         if data_cfg is not None:
             data_host, _, data_port = spec.data.address.rpartition(":")
             data = DataServer(data_cfg, state.run_id, authorize=server.is_epoch_client)

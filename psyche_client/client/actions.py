@@ -13,7 +13,8 @@ from .results import TrainingResult
 @dataclass(frozen=True)
 class Send:
     """An operation to the coordinator; its answer goes back through op_finished."""
-    op: str  # the core's operation name: join, tick, warmup_witness, witness, health_check
+    op: str  # the core's operation name: join, tick, warmup_witness, witness, health_check,
+    # checkpoint
     args: dict  # the operation's arguments, as the core's apply() takes them
 
 
@@ -52,6 +53,21 @@ class Snapshot:
 
 
 @dataclass(frozen=True)
+class StoreSnapshot:
+    """Capture the parameters once every apply asked for so far is done (they train `step`),
+    write them as a snapshot of `epoch` labelled `step` and, when `upload`, store it in the
+    run's snapshot store and call snapshot_stored(step, param hash, location)."""
+    epoch: int
+    step: int
+    upload: bool  # False: only kept on this machine (--checkpoint-dir)
+
+
+@dataclass(frozen=True)
+class PruneSnapshots:
+    """A snapshot was recorded: keep only the run's last few in the store."""
+
+
+@dataclass(frozen=True)
 class Publish:
     """Send this client's training result to every peer."""
     result: TrainingResult
@@ -63,4 +79,5 @@ class Log:
     text: str
 
 
-Action = Send | Prepare | Apply | Train | Evaluate | Snapshot | Publish | Log
+Action = (Send | Prepare | Apply | Train | Evaluate | Snapshot | StoreSnapshot | PruneSnapshots
+          | Publish | Log)

@@ -13,7 +13,19 @@ from psyche_coordinator_core import CoordinatorError, RoundCommittee, RunState
 
 from ..backends.base import BackendError
 from ..training.errors import ModelUnavailable
-from .actions import Action, Apply, Evaluate, Log, Prepare, Publish, Send, Snapshot, Train
+from .actions import (
+    Action,
+    Apply,
+    Evaluate,
+    Log,
+    Prepare,
+    PruneSnapshots,
+    Publish,
+    Send,
+    Snapshot,
+    StoreSnapshot,
+    Train,
+)
 from .results import TrainingResult
 from .state_machine import ClientStateMachine
 
@@ -30,16 +42,19 @@ class EpochOver(Exception):
 
 class ClientDaemon:
     def __init__(self, identity, backend, transport, make_trainer, clock=time.time,
-                 exit_when_finished=True, model_fetch_timeout=MODEL_FETCH_TIMEOUT):
+                 exit_when_finished=True, model_fetch_timeout=MODEL_FETCH_TIMEOUT,
+                 make_writer=None):
         """`transport` carries results between peers (psyche_client.p2p.transport); the daemon
         receives them through its on_result, and shares the model through its model_sharing
         (if any) with clients joining a run in progress. `make_trainer(spec)` builds the trainer
-        once the backend has told the run's spec."""
+        once the backend has told the run's spec; `make_writer(spec)` the SnapshotWriter of a
+        checkpointer (None: this client writes no snapshots)."""
         self.identity, self.backend, self.transport = identity, backend, transport
         transport.on_result = self.on_peer_result
         self.sharing = getattr(transport, "model_sharing", None)
         self.model_fetch_timeout = model_fetch_timeout
         self.make_trainer, self.trainer = make_trainer, None
+        self.make_writer, self.writer = make_writer, None
         self.clock = clock
         self.exit_when_finished = exit_when_finished
         self.sm = ClientStateMachine(identity.public, identity.public,
@@ -49,6 +64,8 @@ class ClientDaemon:
         self._stop = asyncio.Event()  # set when this client must leave the run
         # one worker: prepare, apply, train and evaluate run in the order they were asked for
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trainer")
+        # one more for the snapshots' writes and uploads: in order, beside the training
+        self._uploader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshots")
 
     async def _in_worker(self, fn, *args):
         return await asyncio.get_running_loop().run_in_executor(self._worker, fn, *args)
@@ -74,6 +91,11 @@ class ClientDaemon:
                                             self._in_worker(self.trainer.evaluate, epoch, step)))
                 case Snapshot(step):
                     self._spawn(self._guard(f"snapshot for step {step}", self._snapshot(step)))
+                case StoreSnapshot(epoch, step, upload):
+                    self._spawn(self._guard(f"storing the snapshot of step {step}",
+                                            self._store_snapshot(epoch, step, upload)))
+                case PruneSnapshots():
+                    self._spawn(self._guard("pruning the snapshot store", self._prune()))
                 case Publish(result):
                     self._spawn(self._guard("publishing a result", self.transport.publish(result)))
                 case Log(text):
@@ -169,6 +191,23 @@ class ClientDaemon:
         log.info("sharing the model for step %d: params %s, %s bytes", step, m.params[:16],
                  f"{m.size:,}")
 
+    async def _store_snapshot(self, epoch, step, upload):
+        # captured in the worker, queued after the applies asked for before it: the parameters
+        # are those of `step`; writing and uploading go on beside the training
+        files, digest = await self._in_worker(self.trainer.capture)
+        loop = asyncio.get_running_loop()
+        path = await loop.run_in_executor(self._uploader, self.writer.write, epoch, step, digest,
+                                          files)
+        if not upload:
+            return
+        location = await loop.run_in_executor(self._uploader, self.writer.upload, path)
+        if location is not None:
+            self._run(self.sm.snapshot_stored(step, bytes.fromhex(digest), location))
+
+    async def _prune(self):
+        if self.writer is not None and self.writer.store is not None:
+            await asyncio.get_running_loop().run_in_executor(self._uploader, self.writer.prune)
+
     async def _train(self, step, batch):
         try:
             payload = await self._in_worker(self.trainer.train, step, batch, self.sm.state)
@@ -204,7 +243,14 @@ class ClientDaemon:
         await self.backend.connect()
         # in the worker: making a trainer imports its libraries (tens of seconds on a loaded
         # machine), and the connection must keep answering meanwhile; the client joins after
-        self.trainer = await self._in_worker(self.make_trainer, await self.backend.spec())
+        spec = await self.backend.spec()
+        self.trainer = await self._in_worker(self.make_trainer, spec)
+        if self.make_writer is not None and hasattr(self.trainer, "capture"):
+            # simulated training has no model to snapshot
+            self.writer = self.make_writer(spec)
+        if self.writer is not None:
+            self.sm.checkpointing.can_store = self.writer.store is not None
+            self.sm.checkpointing.saves_locally = self.writer.checkpoint_dir is not None
         timer = asyncio.ensure_future(self._timer())
         stop = asyncio.ensure_future(self._stop.wait())
         try:
@@ -229,6 +275,7 @@ class ClientDaemon:
             await self.backend.close()
             await self.transport.close()
             self._worker.shutdown(wait=False, cancel_futures=True)
+            self._uploader.shutdown(wait=False, cancel_futures=True)
             close = getattr(self.trainer, "close", None)
             if close is not None:  # a data-parallel trainer stops its worker processes
                 close()

@@ -9,7 +9,10 @@ witness; in RoundTrain train its batch and publish the result; as an elected wit
 opportunistic witness once every result it waits for has arrived (or in RoundWitness, with what
 it has), committing the hash of the parameters it trains the step with (reported by the daemon
 after each prepare and apply); as a witness of the last round, send health checks naming
-trainers that did not deliver; tick when a timeout is due."""
+trainers that did not deliver; as an elected checkpointer that can write to the run's store,
+snapshot the parameters at Cooldown and every checkpoint_interval steps and record the
+snapshot once the witnesses agreed on the same hash (checkpointing.py); tick when a timeout is
+due."""
 
 from psyche_coordinator_core import (
     ClientState,
@@ -22,13 +25,19 @@ from psyche_coordinator_core import (
 )
 
 from .actions import Action, Apply, Evaluate, Log, Prepare, Publish, Send, Snapshot, Train
+from .checkpointing import Checkpointing
 from .consensus import round_consensus
 from .results import TrainingResult, merkle_root
 
 
 class ClientStateMachine:
-    def __init__(self, signer: bytes, p2p_identity: bytes, tick_jitter: float = 0.0):
+    def __init__(self, signer: bytes, p2p_identity: bytes, tick_jitter: float = 0.0,
+                 can_store: bool = False, saves_locally: bool = False):
+        """`can_store`: this client can write snapshots to the run's store (a store in the
+        spec, write credentials, a trainer with a model); `saves_locally`: it keeps snapshots
+        in a directory of its own (--checkpoint-dir) whether or not it is elected."""
         self.signer, self.p2p_identity = signer, p2p_identity
+        self.checkpointing = Checkpointing(signer, can_store, saves_locally)
         self.tick_jitter = tick_jitter  # spread ticks so clients do not all send at once
         self.state = None
         self.assignments = {}  # step -> {client_index: BatchId} (trainers of that round)
@@ -120,6 +129,8 @@ class ClientStateMachine:
         if me is not None and st.run_state.active:
             acts += self._apply()  # before training: the next step must see these results
         if me is not None and st.run_state == RunState.RoundTrain:
+            # after the applies above, before training: the parameters this step trains with
+            acts += self.checkpointing.at_round(st, me)
             acts += self._train(me)
             acts += self._health_checks(me)
         if me is not None and st.run_state == RunState.Cooldown and st.epoch not in self.evaluated:
@@ -127,6 +138,8 @@ class ClientStateMachine:
             # _apply above has queued the epoch's last apply (Cooldown ends every round), and
             # no round of this epoch is applied after it: these are the next epoch's parameters
             acts += [Evaluate(st.epoch, st.step - 1), Snapshot(st.step)]
+            acts += self.checkpointing.at_cooldown(st, me)
+        acts += self.checkpointing.record(st, me)
         acts += self._witness()
         acts += self._tick(now)
         return acts
@@ -143,6 +156,12 @@ class ClientStateMachine:
         self.unreported.discard(step)
         self.params = params
         return self._witness()
+
+    def snapshot_stored(self, step: int, params: bytes, location: str) -> list[Action]:
+        """The snapshot labelled `step` (parameter hash `params`) is in the store at
+        `location`: record it once the witnesses agree on that pair."""
+        self.checkpointing.stored(step, params, location)
+        return self.checkpointing.record(self.state, self.my_index())
 
     def trained(self, step: int, result: TrainingResult) -> list[Action]:
         self.trained_steps.add(step)
@@ -165,6 +184,8 @@ class ClientStateMachine:
             self.witness_sent.discard(args["step"])
         elif code == "Unreachable" and op == "warmup_witness" and self.state is not None:
             self.warmup_sent.discard(self.state.epoch)
+        elif op == "checkpoint":
+            return self.checkpointing.answered(code, args)
         return []
 
     def on_timer(self, now: float) -> list[Action]:

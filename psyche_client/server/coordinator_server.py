@@ -89,6 +89,17 @@ class CoordinatorServer:
             pass  # halted: the operation itself still stands
         self._commit(nxt)
 
+    def authority(self, op: str) -> None:
+        """The run authority's pause or resume: the operator signals the server process."""
+        try:
+            self.apply_op(op, {})
+        except CoordinatorError as e:
+            log.warning("%s refused: %s", op, e)
+            return
+        log.info("the operator asked to %s the run: %s", op, self.state.run_state.name
+                 + (" (pause pending: the round ends, then Cooldown)" if self.state.pending_pause
+                    else ""))
+
     def tick(self) -> bool:
         """Tick the core; returns whether the state changed."""
         try:

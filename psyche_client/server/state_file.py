@@ -5,8 +5,11 @@ state.toml:
     run_seed = 1234            # optional; default derived from run_id
     [config]                   # RunConfig fields (see psyche_coordinator_core.config)
     warmup_time = 10 ...
-    [checkpoint]               # optional: kind = "Dummy" | "Hub" | "P2P", repo, revision
-    kind = "Dummy"
+    [checkpoint]               # optional: the coordinator's initial checkpoint (kind =
+    kind = "Dummy"             # "Dummy" | "Hub" | "P2P" | "Stored", repo, revision, hash, step)
+    store = "s3://bucket/run"  # and the run's snapshot store (training/spec.py CheckpointSpec):
+    endpoint = "http://127.0.0.1:7070"  # store URL, S3 endpoint, snapshots kept
+    keep = 3
 
 data.toml (TCP data server):
     dir = "data/tokens"        # directory of .bin/.npy token files
@@ -23,7 +26,7 @@ from pathlib import Path
 from psyche_coordinator_core import Checkpoint, CoordinatorError, RunConfig, new_run
 from psyche_coordinator_core.ops_json import checkpoint_from_json
 
-from ..training.spec import RunSpec, SpecError
+from ..training.spec import STORE_KEYS, RunSpec, SpecError
 
 
 class StateFileError(ValueError):
@@ -63,7 +66,7 @@ def load_state_file(path, init_min_clients=None, init_warmup_time=None):
         config["warmup_time"] = init_warmup_time
     try:
         cfg = RunConfig.from_dict(config)
-        ck = checkpoint_from_json(data["checkpoint"]) if "checkpoint" in data else Checkpoint()
+        ck = _initial_checkpoint(data.get("checkpoint"))
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise CoordinatorError("InvalidOperation", "run_seed must be an integer in [0, 2^64)")
         return new_run(run_id, cfg, seed, ck)
@@ -71,15 +74,33 @@ def load_state_file(path, init_min_clients=None, init_warmup_time=None):
         raise StateFileError(f"{path}: {e.detail or e.code}") from None
 
 
+def _initial_checkpoint(table) -> Checkpoint:
+    """The coordinator's keys of [checkpoint]; the store keys are the run spec's."""
+    if table is None:
+        return Checkpoint()
+    if not isinstance(table, dict):
+        raise CoordinatorError("InvalidOperation", "[checkpoint] must be a table")
+    own = {k: v for k, v in table.items() if k not in STORE_KEYS}
+    return checkpoint_from_json(own) if own else Checkpoint()
+
+
 def load_run_spec(path, state):
-    """The training spec of state.toml ([model], [optimizer], [data]), or None when it has no
-    [model] table (clients then simulate training). Relative data paths are resolved against
-    the state file's directory, so every client on this machine finds them."""
+    """The training spec of state.toml ([model], [optimizer], [data], the store keys of
+    [checkpoint]), or None when it has no [model] table (clients then simulate training).
+    Relative data and store paths are resolved against the state file's directory, so every
+    client on this machine finds them."""
     data = _read_toml(path)
     if "model" not in data:
         return None
     tables = {k: data.get(k, {}) for k in ("model", "optimizer", "data")}
     base = Path(path).resolve().parent
+    ck = data.get("checkpoint", {})
+    if isinstance(ck, dict):
+        ck = {k: v for k, v in ck.items() if k in STORE_KEYS}
+        store = ck.get("store")
+        if isinstance(store, str) and store and "://" not in store:
+            ck["store"] = str((base / store).resolve())  # a local store, like the data dirs
+    tables["checkpoint"] = ck
     d = dict(tables["data"]) if isinstance(tables["data"], dict) else tables["data"]
     if isinstance(d, dict):
         for key in ("dir", "heldout_dir"):

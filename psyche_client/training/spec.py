@@ -1,7 +1,9 @@
-"""What clients need to train a run, beyond the coordinator state: the model, the optimizer and
-where the data lives. It comes from state.toml's [model], [optimizer] and [data] tables; the
-server hands it to every client after the hello. Without a [model] table clients simulate
-training (the coordinator loop alone)."""
+"""What clients need to train a run, beyond the coordinator state: the model, the optimizer,
+where the data lives and where snapshots are stored. It comes from state.toml's [model],
+[optimizer], [data] and [checkpoint] tables (the store keys of the latter: the coordinator's
+own keys stay with the coordinator); the server hands it to every client after the hello, a
+chain client reads it with --run-spec. Without a [model] table clients simulate training (the
+coordinator loop alone)."""
 
 import math
 from dataclasses import asdict, dataclass, field, fields
@@ -133,11 +135,35 @@ class DataSpec:
         return self
 
 
+# keys of state.toml's [checkpoint] table that belong to the run spec (the rest: the
+# coordinator's initial checkpoint)
+STORE_KEYS = ("store", "endpoint", "keep")
+
+
+@dataclass(frozen=True)
+class CheckpointSpec:
+    """Where the run's snapshots are stored: read by every client (no credentials), written by
+    elected checkpointers with write credentials of their own (never in the spec)."""
+    store: str = ""  # a local path, file:///PATH or s3://BUCKET/PREFIX; "" = no store
+    endpoint: str = ""  # the S3-compatible server's URL (s3:// stores), e.g. http://host:port
+    keep: int = 3  # snapshots kept in the store: a checkpointer prunes to the last `keep`
+
+    def validate(self):
+        if not isinstance(self.store, str) or not isinstance(self.endpoint, str):
+            raise SpecError("checkpoint.store and checkpoint.endpoint must be strings")
+        if self.endpoint and not self.store.startswith("s3://"):
+            raise SpecError("checkpoint.endpoint is only for an s3:// store")
+        if not isinstance(self.keep, int) or isinstance(self.keep, bool) or self.keep < 1:
+            raise SpecError("checkpoint.keep must be an integer >= 1")
+        return self
+
+
 @dataclass(frozen=True)
 class RunSpec:
     model: ModelSpec = field(default_factory=ModelSpec)
     optimizer: OptimizerSpec = field(default_factory=OptimizerSpec)
     data: DataSpec = field(default_factory=DataSpec)
+    checkpoint: CheckpointSpec = field(default_factory=CheckpointSpec)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -163,7 +189,8 @@ class RunSpec:
         try:
             spec = cls(build(ModelSpec, d.get("model", {}), "model").validate(),
                        build(OptimizerSpec, d.get("optimizer", {}), "optimizer").validate(),
-                       build(DataSpec, d.get("data", {}), "data").validate())
+                       build(DataSpec, d.get("data", {}), "data").validate(),
+                       build(CheckpointSpec, d.get("checkpoint", {}), "checkpoint").validate())
         except ValueError as e:
             raise SpecError(str(e)) from None
         if max_seq_len is not None and spec.model.max_seq_len != max_seq_len:

@@ -1,12 +1,14 @@
 """Real training for the client daemon: a seeded Llama, DisTrO, data from the run's provider.
 
 The daemon calls these from one worker thread, in the order the state machine asked for them:
-  prepare(epoch, state, fetch)     have the epoch's starting model: the one held, the run seed's,
-                                   or the peers' snapshot (P2P checkpoint); log held-out loss
+  prepare(epoch, state, fetch)     have the epoch's starting model: the one held, the recorded
+                                   snapshot (Stored), the run seed's, or the peers' snapshot
+                                   (P2P checkpoint); log held-out loss; return its hash
   apply(step, results)             apply the consensus results of a round (everyone the same set)
   train(step, batch, state) ->     train on the batch, return the compressed update as a payload
   evaluate(epoch, step)            held-out loss, once per epoch
   snapshot(step, encode)           the epoch is applied: note it, and encode the model to share
+  capture()                        the model in Hugging Face layout, for the snapshot store
 so a round's apply always comes before the next training that must see it.
 
 With data_parallelism N > 1 the trainer is rank 0 of a DataParallelGroup (parallel.py): the
@@ -31,10 +33,12 @@ from ..data.local import LocalDataProvider
 from ..data.tcp import TcpDataProvider
 from .distro import DistroOptimizer
 from .errors import ModelUnavailable
+from .heldout import heldout_loss
 from .model import build_model, load_model_code, parameter_count, parameter_hash
 from .parallel import DataParallelGroup, forward_backward
 from .payload import encode_payload, peer_result_from_training_result
 from .snapshot import SnapshotError, encode_snapshot, layout_of, load_snapshot, size_limit
+from .stored import hf_files, load_stored
 
 logger = logging.getLogger(__name__)
 
@@ -101,31 +105,51 @@ class DistroTrainer:
 
     # ---------------------------------------------------------------- setup
     def prepare(self, epoch: int, state, fetch_snapshot=None) -> str:
-        """Have the parameters the epoch starts from: the ones held already when they are
-        those (params_step is the epoch's first step), else the run seed's (Dummy checkpoint)
-        or the peers' snapshot (P2P: `fetch_snapshot(step, layout, max_size)` returns a
-        verified (manifest, bytes); it runs on the daemon's event loop)."""
-        if self.model is not None and self.params_step == state.step:
-            return parameter_hash(self.model)
-        kind = state.checkpoint.kind
+        """Have the parameters the epoch starts from, and return their hash: the ones held
+        already when they are those (the recorded snapshot's hash for a Stored checkpoint, else
+        params_step is the epoch's first step), else the recorded snapshot from the run's store
+        (Stored), the run seed's (Dummy, at the run's first step only) or the peers' snapshot
+        (P2P: `fetch_snapshot(step, layout, max_size)` returns a verified (manifest, bytes); it
+        runs on the daemon's event loop)."""
+        ck = state.checkpoint
+        kind = ck.kind
+        if self.model is not None:
+            held = parameter_hash(self.model)
+            if kind == CheckpointKind.Stored and held == ck.hash.hex():
+                self.params_step = state.step
+                self.log(f"model: keeping the held parameters, they are the recorded snapshot's "
+                         f"(step {ck.step}, params {held[:16]})")
+                return held
+            if kind != CheckpointKind.Stored and self.params_step == state.step:
+                return held
         config = getattr(state, "config", None)
         self.total_steps = config.total_steps if config is not None else None
         if kind == CheckpointKind.P2P and fetch_snapshot is None:
             raise ModelUnavailable(
                 f"the run is at step {state.step} with a P2P checkpoint: its current model is "
                 "with the epoch's other clients, and this client has no way to fetch it")
-        if kind not in (CheckpointKind.Dummy, CheckpointKind.P2P):
+        if kind == CheckpointKind.Dummy and state.step > 1:
+            raise ModelUnavailable(
+                f"the run is at step {state.step} and no snapshot recorded its model (Dummy "
+                "checkpoint): starting from the run seed's weights would train random weights "
+                "at that step. Configure a snapshot store ([checkpoint] store) so checkpointers "
+                "record one, or set the run's checkpoint to where the model is")
+        if kind not in (CheckpointKind.Dummy, CheckpointKind.P2P, CheckpointKind.Stored):
             raise ModelUnavailable(
                 f"the run is at step {state.step} with a {kind.name} checkpoint, which this "
-                "client cannot load (only the run seed and peer-to-peer sharing are implemented)")
+                "client cannot load (the run seed, stored snapshots and peer-to-peer sharing "
+                "are implemented)")
         seq_len = self.spec.model.max_seq_len
         # every client draws the same initial weights from the run's seed; a joiner then
         # overwrites them with the peers' snapshot (the model's shape comes from the spec)
         model = build_model(self.spec.model, state.run_seed, self.device)
         source = "the run seed"
         if kind == CheckpointKind.P2P:
-            self._load_from_peers(model, state.step, fetch_snapshot)
+            self._load_from_peers(model, state, fetch_snapshot)
             source = f"the peers' snapshot for step {state.step}"
+        elif kind == CheckpointKind.Stored:
+            load_stored(model, self.spec.checkpoint, ck.repo, ck.hash.hex(), ck.step)
+            source = f"the recorded snapshot of step {ck.step} ({ck.repo[:16]})"
         self.close()  # a stale model's data-parallel replicas go with it
         self.model = None
         if self.data_parallelism > 1:
@@ -154,13 +178,15 @@ class DistroTrainer:
             self.heldout = make_provider(self.spec, self.run_id, self.identity, seq_len,
                                          heldout=True)
         count, digest = parameter_count(self.model), parameter_hash(self.model)
+        sources = {CheckpointKind.P2P: "peers", CheckpointKind.Stored: "store"}
         self.metrics.write(event="model", step=state.step, parameters=count, params=digest,
-                           source="peers" if kind == CheckpointKind.P2P else "seed")
+                           source=sources.get(kind, "seed"))
         self.log(f"model: Llama with {count:,} parameters from {source}, params {digest[:16]}")
         self.evaluate(epoch, state.step - 1)
         return digest
 
-    def _load_from_peers(self, model, step: int, fetch_snapshot) -> None:
+    def _load_from_peers(self, model, state, fetch_snapshot) -> None:
+        step = state.step
         layout, _ = layout_of(model)
         manifest, data = fetch_snapshot(step, layout, size_limit(model))
         try:
@@ -171,6 +197,11 @@ class DistroTrainer:
         if digest != manifest.params:  # the blob matched its hash, but not the params claimed
             raise ModelUnavailable(f"the peers' snapshot for step {step} loads to params "
                                    f"{digest[:16]}, not the {manifest.params[:16]} they offered")
+        agreed = getattr(state, "param_hash", bytes(32))
+        if agreed != bytes(32) and digest != agreed.hex():
+            raise ModelUnavailable(f"the peers' snapshot for step {step} has params "
+                                   f"{digest[:16]}, not the {agreed.hex()[:16]} the witnesses "
+                                   f"agreed on at step {state.param_step}")
 
     def snapshot(self, step: int, encode: bool = True):
         """Called once every round of an epoch is applied: the parameters are now the ones the
@@ -188,6 +219,14 @@ class DistroTrainer:
         self.metrics.write(event="snapshot", step=step, params=digest, bytes=len(data),
                            compute_s=round(time.time() - started, 4))
         return data, dict(step=step, params=digest, layout=layout, parameters=count)
+
+    def capture(self):
+        """The parameters as a Hugging Face layout snapshot: ({file name: bytes}, params hash).
+        Called in the worker after the applies asked for before it: the parameters are then
+        exactly those of the step the snapshot is labelled with."""
+        if self.model is None:
+            raise RuntimeError("no model to snapshot")
+        return hf_files(self.model), parameter_hash(self.model)
 
     # ---------------------------------------------------------------- the three duties
     def train(self, step: int, batch, state) -> bytes:
@@ -269,16 +308,11 @@ class DistroTrainer:
             self.group.close()
             self.group = None
 
-    @torch.no_grad()
     def evaluate(self, epoch: int, step: int):
         if self.heldout is None:
             return None
-        n = min(self.spec.data.heldout_sequences, self.heldout.index.num_sequences)
-        tokens = torch.from_numpy(self.heldout.get_samples(0, n - 1)).to(self.device)
-        self.model.eval()
-        losses = [self.model(input_ids=m, labels=m).loss.item() * len(m)
-                  for m in torch.split(tokens, self.micro_batch_size)]
-        loss = sum(losses) / n
+        loss = heldout_loss(self.model, self.heldout, self.spec.data.heldout_sequences,
+                            self.micro_batch_size, self.device)
         self.metrics.write(event="heldout", epoch=epoch, step=step, loss=loss)
         self.log(f"held-out loss {loss:.4f} (epoch {epoch}, after step {step}, "
                  f"perplexity {math.exp(min(loss, 50)):.1f})")

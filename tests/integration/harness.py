@@ -126,6 +126,13 @@ class Cluster:
         self.clients[n] = proc
         return proc
 
+    def pause(self):
+        """The operator pauses the run (the server's SIGUSR1)."""
+        self.server.p.send_signal(signal.SIGUSR1)
+
+    def resume(self):
+        self.server.p.send_signal(signal.SIGUSR2)
+
     def signer(self, n) -> bytes:
         return Identity.load(self.tmp / f"client-{n}.key").public
 

@@ -1,0 +1,62 @@
+"""Snapshots in Hugging Face layout, for the run's snapshot store (psyche_client/snapshots).
+
+A snapshot holds `config.json` (the model's LlamaConfig) and `model.safetensors` (every
+parameter, as `LlamaForCausalLM.from_pretrained` reads them), plus the store's manifest. The
+trainer captures one (`hf_files`) and loads one into the model it built from the run's spec
+(`load_stored`), checking the parameters hash to what the coordinator recorded."""
+
+import tempfile
+from pathlib import Path
+
+from .errors import ModelUnavailable
+from .model import parameter_hash
+from .snapshot import SnapshotError, load_snapshot
+
+CONFIG_NAME, WEIGHTS_NAME = "config.json", "model.safetensors"
+
+
+def hf_files(model) -> dict:
+    """{file name: bytes} of the model in Hugging Face layout."""
+    from safetensors.torch import save
+    tensors = {name: p.detach().to("cpu").contiguous() for name, p in model.named_parameters()}
+    # transformers refuses safetensors files without the framework in their metadata
+    weights = save(tensors, metadata={"format": "pt"})
+    return {CONFIG_NAME: model.config.to_json_string().encode(), WEIGHTS_NAME: weights}
+
+
+def open_run_store(checkpoint_spec, credentials=None, progress=True):
+    """The run's snapshot store from its spec ([checkpoint] store, endpoint)."""
+    from ..snapshots import open_store
+    return open_store(checkpoint_spec.store, endpoint=checkpoint_spec.endpoint or None,
+                      credentials=credentials, progress=progress)
+
+
+def load_stored(model, checkpoint_spec, location: str, expected: str, step: int) -> None:
+    """Download the snapshot at `location` from the run's store (anonymous read), copy it into
+    `model` and check its parameters hash to `expected` (hex). Raises ModelUnavailable with the
+    reason otherwise: no store in the spec, store unreachable, snapshot missing or corrupt,
+    another model, another hash."""
+    from ..snapshots import SnapshotStoreError
+    what = f"the recorded snapshot of step {step} ({location[:16]})"
+    if not checkpoint_spec.store:
+        raise ModelUnavailable(f"the run resumes from {what}, but its spec names no snapshot "
+                               "store ([checkpoint] store)")
+    try:
+        store = open_run_store(checkpoint_spec)
+        with tempfile.TemporaryDirectory(prefix="psyche-snapshot-") as tmp:
+            dest = Path(tmp) / "snapshot"
+            store.get(location, dest)
+            data = (dest / WEIGHTS_NAME).read_bytes()
+    except SnapshotStoreError as e:
+        raise ModelUnavailable(f"cannot get {what} from {checkpoint_spec.store}: "
+                               f"{type(e).__name__}: {e}") from None
+    except OSError as e:  # the snapshot lacks the weights file, or the disk is full
+        raise ModelUnavailable(f"cannot read {what}: {e}") from None
+    try:
+        load_snapshot(model, data)
+    except SnapshotError as e:
+        raise ModelUnavailable(f"{what} does not fit the run's model: {e}") from None
+    got = parameter_hash(model)
+    if got != expected:
+        raise ModelUnavailable(f"{what} loads to params {got[:16]}, not the {expected[:16]} "
+                               "the coordinator recorded")
