@@ -247,7 +247,7 @@ fn main() {
     let payer = b.payer.insecure_clone();
     let me = payer.pubkey();
 
-    // ---- init_coordinator (with the system create_account of the 134 KB account)
+    // ---- init_coordinator (with the system create_account of the 138 KB account)
     eprintln!("init_coordinator x{INIT_RUNS}");
     let mut runs = Vec::new();
     for i in 0..INIT_RUNS {
@@ -357,6 +357,7 @@ fn main() {
                 blooms.0.clone(),
                 blooms.1.clone(),
                 [i as u8; 32],
+                [step as u8 | 1; 32],
             )];
             let kind = timed.then_some("witness (2 x 356-byte blooms)");
             b.send(kind, c, &[], &ixs);
@@ -449,6 +450,7 @@ fn main() {
                 &blooms.0,
                 &blooms.1,
                 &[i as u8; 32],
+                &[step as u8 | 1; 32],
             )
             .unwrap();
             let _ = core_sm::tick(s, now);
@@ -547,7 +549,7 @@ fn main() {
         );
     }
     eprintln!(
-        "\n133,648-byte account: copy {:.2} us, compare {:.2} us, clone (alloc + copy) {:.2} us \
+        "\n137,864-byte account: copy {:.2} us, compare {:.2} us, clone (alloc + copy) {:.2} us \
          (medians); advance_slot (setup, not in any transaction): median {:.1} us",
         median(&copy),
         median(&cmp),

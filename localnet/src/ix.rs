@@ -141,6 +141,7 @@ impl Run {
         ix(self.user(user), data::Tick {})
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub fn witness(
         &self,
         user: &Pubkey,
@@ -149,6 +150,7 @@ impl Run {
         participant_bloom: Vec<u8>,
         broadcast_bloom: Vec<u8>,
         broadcast_merkle: [u8; 32],
+        param_hash: [u8; 32],
     ) -> Instruction {
         ix(
             self.user(user),
@@ -158,6 +160,7 @@ impl Run {
                 participant_bloom,
                 broadcast_bloom,
                 broadcast_merkle,
+                param_hash,
             },
         )
     }
@@ -170,13 +173,24 @@ impl Run {
         ix(self.user(user), data::HealthCheck { index, targets })
     }
 
-    pub fn checkpoint(&self, user: &Pubkey, index: u32, repo: &str, revision: &str) -> Instruction {
+    /// `(step, param_hash)`: the agreed pair the stored snapshot holds.
+    pub fn checkpoint(
+        &self,
+        user: &Pubkey,
+        index: u32,
+        repo: &str,
+        revision: &str,
+        step: u32,
+        param_hash: [u8; 32],
+    ) -> Instruction {
         ix(
             self.user(user),
             data::Checkpoint {
                 index,
                 repo: repo.into(),
                 revision: revision.into(),
+                step,
+                param_hash,
             },
         )
     }

@@ -18,11 +18,17 @@ from solders.rpc.responses import AccountNotification
 from psyche_coordinator_core import CoordinatorError, LayoutError
 
 from ..chain.keys import identity_of
-from ..chain.program import HEAVY_COMPUTE, ChainError, Coordinator, ProgramError
+from ..chain.program import (
+    HEAVY_COMPUTE,
+    ChainError,
+    Coordinator,
+    LayoutVersionMismatch,
+    ProgramError,
+)
 from .base import BackendError, FatalBackendError
 
 log = logging.getLogger(__name__)
-WS_MAX_MESSAGE = 4 << 20  # a 134 KB account is ~178 KB of base64
+WS_MAX_MESSAGE = 4 << 20  # a 138 KB account is ~184 KB of base64
 # Program errors that no retry can fix: this client may not take part in the run.
 FATAL = {"NotAuthorized", "SignerMismatch", "AuthorizationMismatch", "WrongCoordinatorAccount"}
 
@@ -109,6 +115,9 @@ class SolanaBackend:
             return
         try:
             state = self.coordinator.decode_state(bytes(data))
+        except LayoutVersionMismatch as e:  # every later state would be misread as well
+            self._fail(FatalBackendError(str(e)))
+            return
         except (ChainError, LayoutError) as e:
             log.error("undecodable coordinator account: %s", e)
             return
@@ -168,11 +177,13 @@ class SolanaBackend:
             return c.ix_warmup_witness(*where, args["index"])
         if op == "witness":
             return c.ix_witness(*where, args["index"], args["step"], args["participant_bloom"],
-                                args["broadcast_bloom"], args["broadcast_merkle"])
+                                args["broadcast_bloom"], args["broadcast_merkle"],
+                                args["param_hash"])
         if op == "health_check":
             return c.ix_health_check(*where, args["index"], args["targets"])
         if op == "checkpoint":
-            return c.ix_checkpoint(*where, args["index"], args["repo"], args.get("revision", ""))
+            return c.ix_checkpoint(*where, args["index"], args["repo"], args.get("revision", ""),
+                                   args["step"], args["param_hash"])
         raise BackendError(f"{op} is not a client operation")
 
     async def _find_authorization(self):

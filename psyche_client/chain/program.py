@@ -23,7 +23,9 @@ from solders.system_program import CreateAccountParams, create_account
 from solders.transaction import Transaction
 from solders.transaction_status import InstructionErrorCustom, TransactionErrorInstructionError
 
-from psyche_coordinator_core import STATE_SIZE, CoordinatorError, RunConfig, from_bytes
+from psyche_coordinator_core import STATE_SIZE, CoordinatorError, LayoutError, RunConfig, from_bytes
+from psyche_coordinator_core.canonical import layout_version_of
+from psyche_coordinator_core.constants import LAYOUT_VERSION
 
 from . import idl as idl_files
 
@@ -48,6 +50,17 @@ COORDINATOR_DISCRIMINATOR = account_discriminator("CoordinatorAccount")
 
 class ChainError(Exception):
     """The chain could not be reached, or a transaction did not confirm in time."""
+
+
+class LayoutVersionMismatch(LayoutError):
+    """The coordinator account was written in another layout version than this client reads:
+    decoding it would misread every field after the change, so the client stops."""
+
+    def __init__(self, version: int):
+        super().__init__(f"LayoutVersionMismatch: the coordinator account has layout version "
+                         f"{version}, this client reads version {LAYOUT_VERSION}: upgrade the "
+                         f"client (or the program and the account)")
+        self.version = version
 
 
 class ProgramError(Exception):
@@ -108,8 +121,16 @@ class Coordinator:
         return self.program.coder.accounts.decode(data)
 
     def decode_state(self, data: bytes):
-        if len(data) != ACCOUNT_SPACE or data[:8] != COORDINATOR_DISCRIMINATOR:
+        """The state in a coordinator account's data. The layout version is read first (it
+        sits at the same offset in every version): another one raises LayoutVersionMismatch,
+        whatever the account's size."""
+        if data[:8] != COORDINATOR_DISCRIMINATOR:
             raise ChainError("not an initialized coordinator account")
+        version = layout_version_of(data[8:])
+        if version and version != LAYOUT_VERSION:
+            raise LayoutVersionMismatch(version)
+        if len(data) != ACCOUNT_SPACE:
+            raise ChainError(f"coordinator account of {len(data)} bytes, expected {ACCOUNT_SPACE}")
         return from_bytes(data[8:])
 
     async def fetch_state(self, account: Pubkey):
@@ -134,9 +155,10 @@ class Coordinator:
 
     def checkpoint_arg(self, checkpoint):
         kind = self.program.type["CheckpointKindParam"]
-        variant = {0: kind.Dummy, 1: kind.Hub, 2: kind.P2P}[int(checkpoint.kind)]
-        return self.program.type["CheckpointParams"](kind=variant(), repo=checkpoint.repo,
-                                                      revision=checkpoint.revision)
+        variant = {0: kind.Dummy, 1: kind.Hub, 2: kind.P2P, 3: kind.Stored}[int(checkpoint.kind)]
+        return self.program.type["CheckpointParams"](
+            kind=variant(), repo=checkpoint.repo, revision=checkpoint.revision,
+            hash=list(checkpoint.hash), step=checkpoint.step)
 
     def ix_create_account(self, account: Pubkey, lamports: int) -> Instruction:
         return create_account(CreateAccountParams(
@@ -170,9 +192,10 @@ class Coordinator:
         return self._ix("tick", accounts=self._user(user, instance, account))
 
     def ix_witness(self, user, instance, account, index, step, participant_bloom,
-                   broadcast_bloom, broadcast_merkle):
+                   broadcast_bloom, broadcast_merkle, param_hash):
         return self._ix("witness", index, step, bytes(participant_bloom), bytes(broadcast_bloom),
-                        bytes(broadcast_merkle), accounts=self._user(user, instance, account))
+                        bytes(broadcast_merkle), bytes(param_hash),
+                        accounts=self._user(user, instance, account))
 
     def ix_warmup_witness(self, user, instance, account, index):
         return self._ix("warmup_witness", index, accounts=self._user(user, instance, account))
@@ -181,8 +204,10 @@ class Coordinator:
         return self._ix("health_check", index, list(targets),
                         accounts=self._user(user, instance, account))
 
-    def ix_checkpoint(self, user, instance, account, index, repo, revision):
-        return self._ix("checkpoint", index, repo, revision,
+    def ix_checkpoint(self, user, instance, account, index, repo, revision, step, param_hash):
+        """Records a stored snapshot: its location and the agreed (step, parameter hash) it
+        holds; the program refuses any other pair (CheckpointHashMismatch)."""
+        return self._ix("checkpoint", index, repo, revision, step, bytes(param_hash),
                         accounts=self._user(user, instance, account))
 
     def ix_withdraw(self, user, instance, account):

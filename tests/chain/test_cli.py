@@ -112,7 +112,8 @@ def test_run_lifecycle(env):
     cli(env, "set-checkpoint", "--run-id", run, "--kind", "Hub", "--repo", "org/m",
         "--revision", "r2")
     assert show(env, run)["state"]["checkpoint"] == {"kind": "Hub", "repo": "org/m",
-                                                     "revision": "r2"}
+                                                     "revision": "r2", "hash": "00" * 32,
+                                                     "step": 0}
 
     assert "Paused -> WaitingForMembers" in cli(env, "resume", "--run-id", run).stdout
     ticked = cli(env, "tick", "--run-id", run, "--keypair", str(env.stranger)).stdout

@@ -17,7 +17,8 @@ NEW = json.loads(IDL_PATH.read_text())
 NEW_IX = {ix["name"]: ix for ix in NEW["instructions"]}
 RUN_CONFIG = dict(
     warmup_time=1, cooldown_time=2, max_round_train_time=3, round_witness_time=4, epoch_time=5,
-    global_batch_size_warmup_tokens=6, total_steps=7, max_seq_len=8, min_clients=9,
+    global_batch_size_warmup_tokens=6, total_steps=7, max_seq_len=8, checkpoint_interval=17,
+    min_clients=9,
     init_min_clients=10, witness_nodes=11, global_batch_size_start=12, global_batch_size_end=13,
     verification_percent=14, checkpointer_percent=15, waiting_for_members_extra_time=16)
 
@@ -72,15 +73,26 @@ def test_encode_join_run(coder):
 
 def test_encode_witness_layout(coder):
     pb, bb, merkle = bytes([1]) * 356, bytes(range(256)) + bytes(100), bytes([7]) * 32
+    params = bytes(range(32))
     data = coder.encode("witness", {"index": 3, "step": 258, "participant_bloom": pb,
-                                    "broadcast_bloom": bb, "broadcast_merkle": list(merkle)})
+                                    "broadcast_bloom": bb, "broadcast_merkle": list(merkle),
+                                    "param_hash": params})
     expected = (bytes(NEW_IX["witness"]["discriminator"]) + u32(3) + u32(258)
-                + u32(356) + pb + u32(356) + bb + merkle)
+                + u32(356) + pb + u32(356) + bb + merkle + params)
     assert data == expected
     # `bytes` (Vec<u8>) wants bytes: anchorpy rejects a list of ints there.
     with pytest.raises(Exception):
         coder.encode("witness", {"index": 3, "step": 258, "participant_bloom": list(pb),
-                                 "broadcast_bloom": bb, "broadcast_merkle": merkle})
+                                 "broadcast_bloom": bb, "broadcast_merkle": merkle,
+                                 "param_hash": params})
+
+
+def test_encode_checkpoint_layout(coder):
+    params = bytes([9]) * 32
+    data = coder.encode("checkpoint", {"index": 2, "repo": "ab" * 32, "revision": "",
+                                       "step": 77, "param_hash": params})
+    assert data == (bytes(NEW_IX["checkpoint"]["discriminator"]) + u32(2) + borsh_str("ab" * 32)
+                    + borsh_str("") + u32(77) + params)
 
 
 def test_encode_init_coordinator(idl, coder):
@@ -88,7 +100,7 @@ def test_encode_init_coordinator(idl, coder):
     args = {"run_id": "my-run", "main_authority": main, "join_authority": join,
             "permissionless": True, "config": RUN_CONFIG, "run_seed": 2**40 + 5}
     data = coder.encode("init_coordinator", args)
-    cfg = struct.pack("<6Q2I5H3B", *RUN_CONFIG.values())
+    cfg = struct.pack("<6Q3I5H3B", *RUN_CONFIG.values())
     assert data == (bytes(NEW_IX["init_coordinator"]["discriminator"]) + borsh_str("my-run")
                     + bytes(main) + bytes(join) + b"\x01" + cfg + struct.pack("<Q", 2**40 + 5))
     # A defined struct may be a dict or anchorpy's generated dataclass.
@@ -102,12 +114,14 @@ def test_encode_update_options(idl, coder):
     types = _build_types(idl)
     # Enum values must be anchorpy's variant objects (not dicts or strings).
     kind = types["CheckpointKindParam"]
-    checkpoint = {"kind": kind.Hub(), "repo": "org/model", "revision": "main"}
+    checkpoint = {"kind": kind.Stored(), "repo": "org/model", "revision": "main",
+                  "hash": list(range(32)), "step": 9}
     data = coder.encode("update", {"config": RUN_CONFIG, "checkpoint": checkpoint})
-    assert data == (disc + b"\x01" + struct.pack("<6Q2I5H3B", *RUN_CONFIG.values())
-                    + b"\x01" + b"\x01" + borsh_str("org/model") + borsh_str("main"))
+    assert data == (disc + b"\x01" + struct.pack("<6Q3I5H3B", *RUN_CONFIG.values())
+                    + b"\x01" + b"\x03" + borsh_str("org/model") + borsh_str("main")
+                    + bytes(range(32)) + u32(9))
     kind_def = next(t for t in NEW["types"] if t["name"] == "CheckpointKindParam")
-    assert [v["name"] for v in kind_def["type"]["variants"]][1] == "Hub"  # the \x01 above
+    assert [v["name"] for v in kind_def["type"]["variants"]] == ["Dummy", "Hub", "P2P", "Stored"]
 
 
 def test_decode_coordinator_instance(idl):

@@ -44,6 +44,11 @@ def test_every_instruction_round_trips(localnet):
         await c.send([c.ix_update(me, inst, acct, CONFIG, ck)])
         await c.send([c.ix_update(me, inst, acct, None, None)])
         assert (await c.fetch_state(acct)).checkpoint == ck
+        stored = Checkpoint(CheckpointKind.Stored, "ab" * 32, "", bytes(range(32)), 12)
+        await c.send([c.ix_update(me, inst, acct, None, stored)])
+        assert (await c.fetch_state(acct)).checkpoint == stored
+        assert await refused(c.send([c.ix_update(me, inst, acct, None, Checkpoint(
+            CheckpointKind.Stored, "ab" * 32))])) == "InvalidCheckpoint"  # no hash
         await c.send([c.ix_set_paused(me, inst, acct, False)])
         assert await refused(c.send([c.ix_update(me, inst, acct, CONFIG, None)])) == \
             "UpdateNotHalted"
@@ -62,12 +67,12 @@ def test_every_instruction_round_trips(localnet):
         assert await refused(o.send([o.ix_warmup_witness(oi, inst, acct, 0)])) == \
             "InvalidRunState"
         assert await refused(o.send([o.ix_witness(oi, inst, acct, 0, 1, bytes(356), bytes(356),
-                                                  bytes(32))])) == "InvalidRunState"
+                                                  bytes(32), bytes(32))])) == "InvalidRunState"
         assert await refused(o.send([o.ix_health_check(oi, inst, acct, 0, [1])])) == \
             "InvalidRunState"
             # (checkpoint checks the index first: nobody is at index 0 yet)
-        assert await refused(o.send([o.ix_checkpoint(oi, inst, acct, 0, "repo", "rev")])) == \
-            "InvalidClientIndex"
+        assert await refused(o.send([o.ix_checkpoint(oi, inst, acct, 0, "repo", "rev", 1,
+                                                     bytes(32))])) == "InvalidClientIndex"
         await o.send([o.ix_tick(oi, inst, acct)])  # anyone; nothing due
         await o.send([o.ix_withdraw(oi, inst, acct)])
         assert (await c.fetch_state(acct)).pending == []

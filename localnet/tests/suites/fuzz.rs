@@ -32,8 +32,8 @@ use psyche_coordinator::{
 };
 use psyche_coordinator_core::{
     bloom::key_hex, committee, is_healthy, tick_deadline, CheckpointKind, Client, ClientState,
-    CoordinatorState, RunConfig, RunState, BLOOM_BITS, BLOOM_BYTES, MAX_CLIENTS, MAX_WITNESSES,
-    NUM_STORED_ROUNDS, REPO_LEN, RUN_ID_LEN,
+    CoordinatorState, RunConfig, RunState, BLOOM_BITS, BLOOM_BYTES, LAYOUT_VERSION, MAX_CLIENTS,
+    MAX_WITNESSES, NUM_STORED_ROUNDS, REPO_LEN, RUN_ID_LEN,
 };
 use psyche_localnet::ix::{authorization_key, Run, PROGRAM_ID};
 use solana_account::Account;
@@ -478,7 +478,13 @@ impl Fuzz {
         let join_authority = self.slots[t].r.join_authority.pubkey();
         let payer = self.env.payer.pubkey();
         let any_wallet = *self.rng.pick(&self.wallets.clone());
-        let step = self.state(t).get().header.step;
+        let (step, agreed) = {
+            let s = self.state(t);
+            (
+                s.get().header.step,
+                (s.get().param_step, s.get().param_hash),
+            )
+        };
         match kind {
             INIT => {
                 let id = match self.rng.below(5) {
@@ -541,9 +547,16 @@ impl Fuzz {
                             CheckpointKindParam::Dummy,
                             CheckpointKindParam::Hub,
                             CheckpointKindParam::P2P,
+                            CheckpointKindParam::Stored,
                         ]),
                         repo: self.random_string(70),
                         revision: self.random_string(70),
+                        hash: if self.rng.percent(30) {
+                            [0; 32]
+                        } else {
+                            self.rng.bytes(32).try_into().unwrap()
+                        },
+                        step: self.rng.interesting_u32(),
                     })
                 } else {
                     None
@@ -578,7 +591,12 @@ impl Fuzz {
                 };
                 let (p, b) = (self.bloom(), self.bloom());
                 let merkle: [u8; 32] = self.rng.bytes(32).try_into().unwrap();
-                Built::one(run.witness(&user, index, step, p, b, merkle))
+                let params = match self.rng.below(4) {
+                    0 => [0; 32],
+                    1 => self.rng.bytes(32).try_into().unwrap(),
+                    _ => params_at(step),
+                };
+                Built::one(run.witness(&user, index, step, p, b, merkle, params))
             }
             6 => {
                 let (user, index) = self.client_of(t);
@@ -606,7 +624,13 @@ impl Fuzz {
             8 => {
                 let (user, index) = self.client_of(t);
                 let (repo, revision) = (self.random_string(66), self.random_string(66));
-                Built::one(run.checkpoint(&user, index, &repo, &revision))
+                // mostly the agreed pair (recorded), else another step or hash (refused)
+                let (ck_step, ck_hash) = match self.rng.below(4) {
+                    0 => (self.rng.interesting_u32(), agreed.1),
+                    1 => (agreed.0, self.rng.bytes(32).try_into().unwrap()),
+                    _ => agreed,
+                };
+                Built::one(run.checkpoint(&user, index, &repo, &revision, ck_step, ck_hash))
             }
             9 => {
                 let (user, _) = self.client_of(t);
@@ -823,6 +847,7 @@ impl Fuzz {
                         bloom_of(&vouched).to_vec(),
                         vec![0; BLOOM_BYTES],
                         [1; 32],
+                        params_at(st.header.step),
                     )
                 }
             }
@@ -840,11 +865,14 @@ impl Fuzz {
                 } else {
                     let i = *self.rng.pick(&cks);
                     let key = Pubkey::new_from_array(st.clients()[i].signer);
+                    // the epoch's final agreed parameters: recorded, and the Cooldown ends
                     run.checkpoint(
                         &key,
                         i as u32,
                         "org/model",
                         &format!("e{}", st.header.epoch),
+                        st.param_step,
+                        st.param_hash,
                     )
                 }
             }
@@ -1182,7 +1210,24 @@ fn check_state(s: &CoordinatorState, now: i64) -> Result<(), String> {
     let kind = CheckpointKind::from_u8(h.checkpoint_kind);
     ensure!(kind.is_some(), "checkpoint_kind byte {}", h.checkpoint_kind);
     ensure!(s.config.validate().is_ok(), "invalid config {:?}", s.config);
-    ensure!(h._pad == [0; 4], "header padding");
+    ensure!(
+        h.layout_version == LAYOUT_VERSION,
+        "layout version {}",
+        h.layout_version
+    );
+    ensure!(s._hashes_pad == [0; 4], "hashes padding");
+    ensure!(
+        s.param_step <= h.step && s.due_step <= s.param_step,
+        "agreed steps {} {} at step {}",
+        s.due_step,
+        s.param_step,
+        h.step
+    );
+    ensure!(
+        (s.param_step == 0) == (s.param_hash == [0; 32])
+            && (s.due_step == 0) == (s.due_hash == [0; 32]),
+        "an agreed hash without its step, or a step without its hash"
+    );
     ensure!(h.first_round <= 1 && h.pending_pause <= 1, "flags");
     ensure!(
         h.pending_pause == 0 || st.active(),
@@ -1211,6 +1256,11 @@ fn check_state(s: &CoordinatorState, now: i64) -> Result<(), String> {
     ensure!(
         kind != Some(CheckpointKind::Hub) || !s.repo().is_empty(),
         "Hub checkpoint without a repo"
+    );
+    ensure!(
+        kind != Some(CheckpointKind::Stored)
+            || (!s.repo().is_empty() && s.checkpoint_hash != [0; 32]),
+        "Stored checkpoint without a repo or hash"
     );
     let (nc, np) = (h.clients_len as usize, h.pending_len as usize);
     ensure!(nc <= MAX_CLIENTS && np <= MAX_CLIENTS, "lengths {nc} {np}");

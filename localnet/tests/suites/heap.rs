@@ -127,6 +127,8 @@ fn heap_per_instruction_fits_the_sbf_heap() {
         kind: CheckpointKindParam::Hub,
         repo: repo.clone(),
         revision: revision.clone(),
+        hash: [0; 32],
+        step: 0,
     };
     let cfg = Some(RunConfigParams::from_core(&config));
     m.send(
@@ -219,6 +221,7 @@ fn heap_per_instruction_fits_the_sbf_heap() {
                     participant.clone(),
                     broadcast.clone(),
                     [5; 32],
+                    params_at(step),
                 )],
                 false,
                 0,
@@ -235,6 +238,7 @@ fn heap_per_instruction_fits_the_sbf_heap() {
                     participant.clone(),
                     broadcast.clone(),
                     [5; 32],
+                    params_at(step),
                 )],
                 true,
                 0,
@@ -263,10 +267,19 @@ fn heap_per_instruction_fits_the_sbf_heap() {
     );
     let s = m.env.state(&r.account_key());
     assert_eq!(s.get().clients()[x].state, 1, "client x dropped");
+    let (agreed_step, agreed_hash) = (s.get().param_step, s.get().param_hash);
+    assert_ne!(agreed_step, 0, "the witnesses agreed on the parameters");
     m.send(
         "checkpoint (64-byte repo and revision)",
         &[&clients[y]],
-        &[run.checkpoint(&keys[y], y as u32, &repo, &revision)],
+        &[run.checkpoint(
+            &keys[y],
+            y as u32,
+            &repo,
+            &revision,
+            agreed_step,
+            agreed_hash,
+        )],
         true,
         0,
     );
@@ -404,7 +417,10 @@ fn oversized_length_prefixes_fit_the_sbf_heap() {
         // discriminator 8, index 4, then the repo's prefix
         (
             "checkpoint repo",
-            patch(run.checkpoint(&c.pubkey(), 0, "org/model", "main"), 12),
+            patch(
+                run.checkpoint(&c.pubkey(), 0, "org/model", "main", 1, [7; 32]),
+                12,
+            ),
             &c,
         ),
         // discriminator 8, Option tag 1 (None), Option tag 1 (Some), kind 1, repo prefix
@@ -418,6 +434,8 @@ fn oversized_length_prefixes_fit_the_sbf_heap() {
                         kind: CheckpointKindParam::Hub,
                         repo: "org/model".into(),
                         revision: String::new(),
+                        hash: [0; 32],
+                        step: 0,
                     }),
                 ),
                 11,

@@ -28,7 +28,7 @@ fn init_writes_the_core_new_run_and_the_instance() {
     let mut env = Env::new();
     let r = env.create_run("run-1", true, config);
     let data = env.data(&r.account_key());
-    assert_eq!(data.len(), 8 + 133_640);
+    assert_eq!(data.len(), 8 + 137_856);
     assert_eq!(&data[..8], CoordinatorAccount::DISCRIMINATOR);
     let mut expected = StateBuf::zeroed();
     core_sm::new_run(
@@ -98,15 +98,23 @@ fn owner_instructions_need_the_main_authority_and_the_run_account() {
     let payer = env.payer.pubkey();
     env.expect_err(&[], &[r.run.tick(&payer)], pe(PE::Halted), &watch);
     let checkpoint = CheckpointParams {
-        kind: CheckpointKindParam::Hub,
-        repo: "org/model".into(),
+        kind: CheckpointKindParam::Stored,
+        repo: "store/manifest".into(),
         revision: "main".into(),
+        hash: [3; 32],
+        step: 5,
     };
     env.ok(
         &[&auth],
         &[r.run.update(&auth.pubkey(), None, Some(checkpoint))],
     );
-    assert_eq!(env.state(&r.account_key()).get().repo(), b"org/model");
+    let s = env.state(&r.account_key());
+    assert_eq!(s.get().repo(), b"store/manifest");
+    assert_eq!(s.get().checkpoint_kind(), core_sm::CheckpointKind::Stored);
+    assert_eq!(
+        (s.get().checkpoint_hash, s.get().checkpoint_step),
+        ([3; 32], 5)
+    );
     env.resume(&r);
     assert_eq!(env.run_state(&r), RunState::WaitingForMembers);
     let ix = r.run.set_paused(&auth.pubkey(), false);
@@ -256,21 +264,52 @@ fn free_coordinator_closes_a_halted_run() {
 
 #[test]
 fn witness_instruction_size() {
-    // 8 discriminator + index + step + 2 x (4 + 356) blooms + 32 merkle root. A legacy
-    // transaction with one signature and the program plus three account keys adds 237 bytes:
-    // it must fit in the 1,232-byte packet limit of a real cluster.
+    // 8 discriminator + index + step + 2 x (4 + 356) blooms + 32 merkle root + 32 parameter
+    // hash. A legacy transaction with one signature and the program plus three account keys
+    // adds 237 bytes: it must fit in the 1,232-byte packet limit of a real cluster.
     let data = ixs::Witness {
         index: 0,
         step: 1,
         participant_bloom: vec![0; 356],
         broadcast_bloom: vec![0; 356],
         broadcast_merkle: [0; 32],
+        param_hash: [0; 32],
     }
     .data();
-    assert_eq!(data.len(), 768);
+    assert_eq!(data.len(), 800);
     const LEGACY_TX_OVERHEAD: usize = 1 + 64 + 3 + 1 + 4 * 32 + 32 + 1 + 1 + 1 + 3 + 2;
     assert_eq!(LEGACY_TX_OVERHEAD, 237);
     assert!(LEGACY_TX_OVERHEAD + data.len() <= 1232);
+    // as clients send it: the compute-unit limit first (one more program key and a 5-byte
+    // instruction), signed by the client paying for it; serialized as the wire carries it
+    let user = solana_keypair::Keypair::new();
+    let run = Run::new(&"r".repeat(32), Pubkey::new_unique());
+    let witness = run.witness(
+        &user.pubkey(),
+        255,
+        u32::MAX,
+        vec![0xff; 356],
+        vec![0xff; 356],
+        [0xff; 32],
+        [0xff; 32],
+    );
+    let mut limit = vec![2u8]; // ComputeBudgetInstruction::SetComputeUnitLimit
+    limit.extend_from_slice(&1_400_000u32.to_le_bytes());
+    let budget = solana_instruction::Instruction {
+        program_id: solana_sdk_ids::compute_budget::ID,
+        accounts: vec![],
+        data: limit,
+    };
+    let hash = solana_hash::Hash::new_unique();
+    let msg = solana_message::Message::new_with_blockhash(
+        &[budget, witness],
+        Some(&user.pubkey()),
+        &hash,
+    );
+    let tx = solana_transaction::Transaction::new(&[&user], msg, hash);
+    let wire = bincode::serialize(&tx).unwrap();
+    assert_eq!(wire.len(), 1077);
+    assert!(wire.len() <= 1232);
 }
 
 #[test]

@@ -48,13 +48,14 @@ fn accounts_of_another_run_are_refused() {
                     vec![0; BLOOM_BYTES],
                     vec![0; BLOOM_BYTES],
                     [0; 32],
+                    [0; 32],
                 ),
                 c.insecure_clone(),
             ),
             (run.warmup_witness(&ck, 0), c.insecure_clone()),
             (run.health_check(&ck, 0, vec![1]), c.insecure_clone()),
             (
-                run.checkpoint(&ck, 0, "org/model", "main"),
+                run.checkpoint(&ck, 0, "org/model", "main", 1, [7; 32]),
                 c.insecure_clone(),
             ),
             (run.withdraw(&ck), c.insecure_clone()),
@@ -150,4 +151,61 @@ fn negative_clock_is_an_invalid_operation() {
     // the epoch itself is a valid time
     env.set_time(0);
     env.resume(&r);
+}
+
+/// An account another version of the program made: every instruction over the state stops
+/// with `LayoutVersionMismatch` before reading a field (also `free_coordinator`, which reads
+/// the run state without the core), whatever the account's size.
+#[test]
+fn an_account_of_another_layout_version_is_refused_by_name() {
+    let mut env = Env::new();
+    let live = env.round_train("layout", 2, test_config(2));
+    let watch = live.r.keys();
+    let (run, key) = (live.r.run, live.r.account_key());
+    let auth = live.r.authority.insecure_clone();
+    let c = live.client(0).insecure_clone();
+    let (au, ck) = (auth.pubkey(), c.pubkey());
+    let spill = Pubkey::new_unique();
+    let cases: Vec<(Instruction, &Keypair)> = vec![
+        (run.update(&au, None, None), &auth),
+        (run.set_paused(&au, true), &auth),
+        (run.set_paused(&au, false), &auth),
+        (run.free_coordinator(&au, &spill), &auth),
+        (run.join_run(&ck, None, [1; 32]), &c),
+        (run.tick(&ck), &c),
+        (live.witness_ix(0, 1), &c),
+        (run.warmup_witness(&ck, 0), &c),
+        (run.health_check(&ck, 0, vec![1]), &c),
+        (run.checkpoint(&ck, 0, "org/model", "", 1, params_at(1)), &c),
+        (run.withdraw(&ck), &c),
+    ];
+    let current = env.account(&key).unwrap();
+    let at = 8 + psyche_coordinator_core::VERSION_OFFSET;
+    // version 1 (zero padding there) at this size and at its own (4,216 bytes shorter), and a
+    // version from the future
+    let mut versions = Vec::new();
+    for (version, len) in [
+        (0u32, current.data.len()),
+        (0, 8 + 133_640),
+        (3, current.data.len()),
+    ] {
+        let mut other = current.clone();
+        other.data.truncate(len);
+        other.data[at..at + 4].copy_from_slice(&version.to_le_bytes());
+        versions.push(other);
+    }
+    for other in versions {
+        env.chain.svm.set_account(key, other).unwrap();
+        for (ix, signer) in &cases {
+            env.expect_err(
+                &[signer],
+                std::slice::from_ref(ix),
+                pe(PE::LayoutVersionMismatch),
+                &watch,
+            );
+        }
+    }
+    // the account of this version works again
+    env.chain.svm.set_account(key, current).unwrap();
+    env.tick(&live.r);
 }

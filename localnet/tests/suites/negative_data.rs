@@ -35,7 +35,10 @@ fn truncated_arguments_do_not_deserialize() {
         (live.witness_ix(0, 1), &c),
         (r.run.warmup_witness(&ck, 0), &c),
         (r.run.health_check(&ck, 0, vec![1, 2]), &c),
-        (r.run.checkpoint(&ck, 0, "org/model", "main"), &c),
+        (
+            r.run.checkpoint(&ck, 0, "org/model", "main", 1, [7; 32]),
+            &c,
+        ),
     ];
     for (ix, signer) in cases {
         assert!(ix.data.len() > 8);

@@ -1,7 +1,9 @@
 //! The main authority's instructions, `update` and `set_paused`: who may send them, and when.
 
 use anchor_lang::error::ErrorCode as AE;
-use psyche_coordinator::{CheckpointKindParam, CoordinatorProgramError as PE, RunConfigParams};
+use psyche_coordinator::{
+    CheckpointKindParam, CheckpointParams, CoordinatorProgramError as PE, RunConfigParams,
+};
 use psyche_coordinator_core::RunConfig;
 use solana_signer::Signer;
 
@@ -40,6 +42,13 @@ fn update_refusals() {
         let ix = r.run.update(&auth.pubkey(), None, Some(ck));
         env.expect_err(&[&auth], &[ix], pe(PE::InvalidCheckpoint), &watch);
     }
+    // a Stored checkpoint without its parameter hash
+    let stored = CheckpointParams {
+        kind: CheckpointKindParam::Stored,
+        ..hub("store/x", "")
+    };
+    let ix = r.run.update(&auth.pubkey(), None, Some(stored));
+    env.expect_err(&[&auth], &[ix], pe(PE::InvalidCheckpoint), &watch);
     // a valid config with an invalid checkpoint writes neither
     let ix = r.run.update(&auth.pubkey(), cfg, Some(hub("", "")));
     env.expect_err(&[&auth], &[ix], pe(PE::InvalidCheckpoint), &watch);
@@ -47,10 +56,10 @@ fn update_refusals() {
     let mut ix = r
         .run
         .update(&auth.pubkey(), None, Some(hub("org/model", "")));
-    // ... kind (1), repo (4 + 9 bytes), revision (4 + 0 bytes)
-    let kind_at = ix.data.len() - (4 + 9) - 4 - 1;
+    // ... kind (1), repo (4 + 9 bytes), revision (4 + 0 bytes), hash (32), step (4)
+    let kind_at = ix.data.len() - (4 + 9) - 4 - 32 - 4 - 1;
     assert_eq!(ix.data[kind_at], CheckpointKindParam::Hub as u8);
-    ix.data[kind_at] = 3;
+    ix.data[kind_at] = 4;
     env.expect_err(
         &[&auth],
         &[ix],

@@ -57,7 +57,7 @@ fn witness_refusals() {
         (good.clone(), padded.clone()),
         (good.clone(), vec![0; 508]),
     ] {
-        let ix = run.witness(&wk.pubkey(), w as u32, step, p, b, [0; 32]);
+        let ix = run.witness(&wk.pubkey(), w as u32, step, p, b, [0; 32], params_at(step));
         env.expect_err(&[&wk], &[ix], pe(PE::MalformedBloom), &watch);
     }
     // a bloom whose length prefix runs past the data does not deserialize

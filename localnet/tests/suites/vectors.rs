@@ -10,7 +10,9 @@ use psyche_coordinator::{
     CheckpointKindParam, CheckpointParams, CoordinatorAccount, CoordinatorProgramError as PE,
     RunConfigParams,
 };
-use psyche_coordinator_core::{self as core_sm, CoordinatorError, CoordinatorState, RunConfig};
+use psyche_coordinator_core::{
+    self as core_sm, CoordinatorError, CoordinatorState, RunConfig, VERSION_OFFSET,
+};
 use psyche_localnet::ix::{create_coordinator_account, Run};
 use serde_json::Value;
 use solana_instruction::error::InstructionError;
@@ -32,9 +34,9 @@ enum Op {
     Join([u8; 32], [u8; 32]),
     Withdraw([u8; 32]),
     WarmupWitness([u8; 32], u32),
-    Witness([u8; 32], u32, u32, Vec<u8>, Vec<u8>, [u8; 32]),
+    Witness([u8; 32], u32, u32, Vec<u8>, Vec<u8>, [u8; 32], [u8; 32]),
     HealthCheck([u8; 32], u32, Vec<u16>),
-    Checkpoint([u8; 32], u32, String, String),
+    Checkpoint([u8; 32], u32, String, String, u32, [u8; 32]),
     Pause,
     Resume,
     Update(Option<RunConfigParams>, Option<CheckpointParams>),
@@ -79,6 +81,7 @@ fn config_from_json(v: &Value) -> Option<RunConfig> {
             "global_batch_size_warmup_tokens" => c.global_batch_size_warmup_tokens = int(v)?,
             "total_steps" => c.total_steps = int(v)?,
             "max_seq_len" => c.max_seq_len = int(v)?,
+            "checkpoint_interval" => c.checkpoint_interval = int(v)?,
             "min_clients" => c.min_clients = int(v)?,
             "init_min_clients" => c.init_min_clients = int(v)?,
             "witness_nodes" => c.witness_nodes = int(v)?,
@@ -97,7 +100,7 @@ fn checkpoint_from_json(v: &Value) -> Option<CheckpointParams> {
     let obj = v.as_object()?;
     if obj
         .keys()
-        .any(|k| !["kind", "repo", "revision"].contains(&k.as_str()))
+        .any(|k| !["kind", "repo", "revision", "hash", "step"].contains(&k.as_str()))
     {
         return None;
     }
@@ -105,6 +108,7 @@ fn checkpoint_from_json(v: &Value) -> Option<CheckpointParams> {
         "Dummy" => CheckpointKindParam::Dummy,
         "Hub" => CheckpointKindParam::Hub,
         "P2P" => CheckpointKindParam::P2P,
+        "Stored" => CheckpointKindParam::Stored,
         _ => return None,
     };
     let text = |k: &str| match obj.get(k) {
@@ -115,6 +119,14 @@ fn checkpoint_from_json(v: &Value) -> Option<CheckpointParams> {
         kind,
         repo: text("repo")?,
         revision: text("revision")?,
+        hash: match obj.get("hash") {
+            None => [0; 32],
+            Some(v) => key(v)?,
+        },
+        step: match obj.get("step") {
+            None => 0,
+            Some(v) => int(v)?,
+        },
     })
 }
 
@@ -132,9 +144,10 @@ fn decode(op: &str, args: &Value) -> Option<Op> {
             "participant_bloom",
             "broadcast_bloom",
             "broadcast_merkle",
+            "param_hash",
         ],
         "health_check" => &["signer", "index", "targets"],
-        "checkpoint" => &["signer", "index", "repo", "revision"],
+        "checkpoint" => &["signer", "index", "repo", "revision", "step", "param_hash"],
         "update" => &["config", "checkpoint"],
         _ => return None,
     };
@@ -156,6 +169,7 @@ fn decode(op: &str, args: &Value) -> Option<Op> {
             hex_bytes(g("participant_bloom")?)?,
             hex_bytes(g("broadcast_bloom")?)?,
             key(g("broadcast_merkle")?)?,
+            key(g("param_hash")?)?,
         ),
         "health_check" => Op::HealthCheck(
             key(g("signer")?)?,
@@ -174,6 +188,8 @@ fn decode(op: &str, args: &Value) -> Option<Op> {
                 None => String::new(),
                 Some(v) => v.as_str()?.to_string(),
             },
+            int(g("step")?)?,
+            key(g("param_hash")?)?,
         ),
         "update" => Op::Update(
             match g("config") {
@@ -202,10 +218,10 @@ fn apply_core(s: &mut CoordinatorState, now: u64, op: &Op) -> Result<(), Coordin
         Op::Join(k, p) => core_sm::join(s, now, k, p),
         Op::Withdraw(k) => core_sm::withdraw(s, now, k),
         Op::WarmupWitness(k, i) => core_sm::warmup_witness(s, now, k, *i),
-        Op::Witness(k, i, st, pb, bb, m) => core_sm::witness(s, now, k, *i, *st, pb, bb, m),
+        Op::Witness(k, i, st, pb, bb, m, h) => core_sm::witness(s, now, k, *i, *st, pb, bb, m, h),
         Op::HealthCheck(k, i, t) => core_sm::health_check(s, now, k, *i, t),
-        Op::Checkpoint(k, i, r, v) => {
-            core_sm::checkpoint(s, now, k, *i, r.as_bytes(), v.as_bytes())
+        Op::Checkpoint(k, i, r, v, st, h) => {
+            core_sm::checkpoint(s, now, k, *i, r.as_bytes(), v.as_bytes(), *st, h)
         }
         Op::Pause => core_sm::pause(s, now),
         Op::Resume => core_sm::resume(s, now),
@@ -224,11 +240,11 @@ fn instruction_for(env: &Env, run: &Run, authority: &Pubkey, op: &Op) -> Instruc
         Op::Join(k, p) => run.join_run(&key(k), None, *p),
         Op::Withdraw(k) => run.withdraw(&key(k)),
         Op::WarmupWitness(k, i) => run.warmup_witness(&key(k), *i),
-        Op::Witness(k, i, st, pb, bb, m) => {
-            run.witness(&key(k), *i, *st, pb.clone(), bb.clone(), *m)
+        Op::Witness(k, i, st, pb, bb, m, h) => {
+            run.witness(&key(k), *i, *st, pb.clone(), bb.clone(), *m, *h)
         }
         Op::HealthCheck(k, i, t) => run.health_check(&key(k), *i, t.clone()),
-        Op::Checkpoint(k, i, r, v) => run.checkpoint(&key(k), *i, r, v),
+        Op::Checkpoint(k, i, r, v, st, h) => run.checkpoint(&key(k), *i, r, v, *st, *h),
         Op::Pause => run.set_paused(authority, true),
         Op::Resume => run.set_paused(authority, false),
         Op::Update(c, ck) => run.update(authority, *c, ck.clone()),
@@ -302,10 +318,6 @@ fn conformance_vectors_replayed_as_instructions() {
             &ck.as_core(),
         )
         .unwrap();
-        assert_eq!(
-            hex::encode(core_sm::state_hash(vector.get())),
-            v["initial_hash"].as_str().unwrap()
-        );
 
         // the program: init (dummy checkpoint) then update to the vector's checkpoint
         env.set_time(v["steps"][0]["time"].as_i64().unwrap_or(0));
@@ -331,6 +343,20 @@ fn conformance_vectors_replayed_as_instructions() {
             ],
         );
         env.ok(&[&authority], &[run.update(&a, None, Some(ck))]);
+        // an account another version of the program made (`layout_version_mismatch`): only
+        // that number differs, in the vector's state and in the account
+        if let Some(version) = init.get("layout_version") {
+            let version: u32 = int(version).expect("layout_version is a u32");
+            vector.get_mut().header.layout_version = version;
+            let mut acct = env.account(&run.account).unwrap();
+            acct.data[8 + VERSION_OFFSET..8 + VERSION_OFFSET + 4]
+                .copy_from_slice(&version.to_le_bytes());
+            env.chain.svm.set_account(run.account, acct).unwrap();
+        }
+        assert_eq!(
+            hex::encode(core_sm::state_hash(vector.get())),
+            v["initial_hash"].as_str().unwrap()
+        );
         assert!(
             env.state(&run.account).bytes() == vector.bytes(),
             "{name}: initial state"

@@ -589,8 +589,29 @@ impl Live {
             bloom_of(&all).to_vec(),
             vec![0; BLOOM_BYTES],
             [9; 32],
+            params_at(step),
         )
     }
+
+    /// A checkpoint of the pair the witnesses agreed on last (the state's `param_step`,
+    /// `param_hash`), sent by the client at `index`.
+    pub fn checkpoint_ix(&self, s: &CoordinatorState, index: usize, repo: &str) -> Instruction {
+        self.r.run.checkpoint(
+            &self.clients[index].pubkey(),
+            index as u32,
+            repo,
+            "",
+            s.param_step,
+            s.param_hash,
+        )
+    }
+}
+
+/// The parameter hash every honest client commits at `step` in these tests (nonzero).
+pub fn params_at(step: u32) -> [u8; 32] {
+    let mut h = [0x5a; 32];
+    h[..4].copy_from_slice(&step.to_le_bytes());
+    h
 }
 
 /// A witness bloom holding the hex of each key (as clients build them).

@@ -1,6 +1,6 @@
 //! Helpers of the negative suites (`suites/negative_<instruction>.rs`): for every instruction,
 //! signed transactions that must fail with the exact named error (the program's
-//! `CoordinatorProgramError`, 6000-6020 = the core's `CoordinatorError`, 6100-6110 the
+//! `CoordinatorProgramError`, 6000-6022 = the core's `CoordinatorError`, 6100-6110 the
 //! program's own, or Anchor's account errors) and leave the coordinator account, the instance
 //! and any other account involved byte for byte as they were. A failed transaction still lands
 //! and charges its fee to the payer, so the payer is never compared.
@@ -45,6 +45,8 @@ pub fn hub(repo: &str, revision: &str) -> CheckpointParams {
         kind: CheckpointKindParam::Hub,
         repo: repo.into(),
         revision: revision.into(),
+        hash: [0; 32],
+        step: 0,
     }
 }
 

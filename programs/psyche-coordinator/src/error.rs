@@ -51,16 +51,20 @@ pub enum CoordinatorProgramError {
     NotACheckpointer = 14,
     #[msg("invalid checkpoint")]
     InvalidCheckpoint = 15,
+    #[msg("the checkpoint's step and parameter hash are not the pair the witnesses agreed on")]
+    CheckpointHashMismatch = 16,
+    #[msg("the coordinator account has another layout version than this program reads")]
+    LayoutVersionMismatch = 17,
     #[msg("pause the run before updating it")]
-    UpdateNotHalted = 16,
+    UpdateNotHalted = 18,
     #[msg("the run is finished")]
-    RunFinished = 17,
+    RunFinished = 19,
     #[msg("invalid run config")]
-    InvalidConfig = 18,
+    InvalidConfig = 20,
     #[msg("the run id must be 1 to 32 bytes of NUL-free UTF-8")]
-    InvalidRunId = 19,
+    InvalidRunId = 21,
     #[msg("invalid operation or argument")]
-    InvalidOperation = 20,
+    InvalidOperation = 22,
 
     // ---- program errors (6100..)
     #[msg("an authorization was granted to another signer")]
@@ -107,6 +111,8 @@ impl From<CoordinatorError> for CoordinatorProgramError {
             C::CannotResume => Self::CannotResume,
             C::NotACheckpointer => Self::NotACheckpointer,
             C::InvalidCheckpoint => Self::InvalidCheckpoint,
+            C::CheckpointHashMismatch => Self::CheckpointHashMismatch,
+            C::LayoutVersionMismatch => Self::LayoutVersionMismatch,
             C::UpdateNotHalted => Self::UpdateNotHalted,
             C::RunFinished => Self::RunFinished,
             C::InvalidConfig => Self::InvalidConfig,

@@ -46,7 +46,9 @@ pub mod logic {
     pub use crate::instructions::health_check::health_check;
     pub use crate::instructions::init_coordinator::{check_run_id_length, init_account_data};
     pub use crate::instructions::join_run::{check_join_permission, join_run};
-    pub use crate::instructions::run_accounts::now_from_unix_timestamp;
+    pub use crate::instructions::run_accounts::{
+        check_layout, layout_version_of, now_from_unix_timestamp,
+    };
     pub use crate::instructions::set_paused::set_paused;
     pub use crate::instructions::tick::tick;
     pub use crate::instructions::update::update;
@@ -106,7 +108,8 @@ pub mod psyche_coordinator {
         tick::handler(ctx)
     }
 
-    /// An elected witness reports the round's blooms (356 bytes each) and merkle root; then tick.
+    /// An elected witness reports the round's blooms (356 bytes each), merkle root and the
+    /// hash of the parameters it trains the step with; then tick.
     pub fn witness(
         ctx: Context<PermissionlessCoordinatorAccounts>,
         index: u32,
@@ -114,6 +117,7 @@ pub mod psyche_coordinator {
         participant_bloom: Vec<u8>,
         broadcast_bloom: Vec<u8>,
         broadcast_merkle: [u8; 32],
+        param_hash: [u8; 32],
     ) -> Result<()> {
         witness::handler(
             ctx,
@@ -122,6 +126,7 @@ pub mod psyche_coordinator {
             participant_bloom,
             broadcast_bloom,
             broadcast_merkle,
+            param_hash,
         )
     }
 
@@ -142,14 +147,18 @@ pub mod psyche_coordinator {
         health_check::handler(ctx, index, targets)
     }
 
-    /// An elected checkpointer reports the uploaded model (repo, revision); then tick.
+    /// An elected checkpointer records a stored snapshot: its location (`repo`, `revision`)
+    /// and the agreed (step, parameter hash) it holds (`CheckpointHashMismatch` otherwise);
+    /// then tick.
     pub fn checkpoint(
         ctx: Context<PermissionlessCoordinatorAccounts>,
         index: u32,
         repo: String,
         revision: String,
+        step: u32,
+        param_hash: [u8; 32],
     ) -> Result<()> {
-        checkpoint::handler(ctx, index, repo, revision)
+        checkpoint::handler(ctx, index, repo, revision, step, param_hash)
     }
 
     /// The signer leaves (the next epoch, and this one if healthy); then tick.

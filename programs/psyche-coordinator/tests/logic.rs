@@ -62,10 +62,10 @@ fn discriminators_are_anchors() {
 
 #[test]
 fn coordinator_account_is_the_core_state() {
-    assert_eq!(core::mem::size_of::<CoordinatorAccount>(), 133_640);
+    assert_eq!(core::mem::size_of::<CoordinatorAccount>(), 137_856);
     assert_eq!(core::mem::size_of::<CoordinatorAccount>(), STATE_SIZE);
     assert_eq!(core::mem::align_of::<CoordinatorAccount>(), 8);
-    assert_eq!(CoordinatorAccount::SPACE, 133_648);
+    assert_eq!(CoordinatorAccount::SPACE, 137_864);
     // the view is the same memory
     let mut words = vec![0u64; STATE_SIZE / 8];
     let account: &mut CoordinatorAccount =
@@ -121,6 +121,7 @@ fn run_config_params_round_trip() {
         global_batch_size_warmup_tokens: 6,
         total_steps: 7,
         max_seq_len: 8,
+        checkpoint_interval: 7,
         min_clients: 9,
         init_min_clients: 10,
         witness_nodes: 11,
@@ -129,13 +130,44 @@ fn run_config_params_round_trip() {
         verification_percent: 14,
         checkpointer_percent: 15,
         waiting_for_members_extra_time: 16,
-        _pad: [0; 3],
+        _pad: [0; 7],
     };
     assert_eq!(RunConfigParams::from_core(&c).to_core(), c);
-    // borsh: the 72 canonical bytes minus the 3 pad bytes
+    // borsh: the 80 canonical bytes minus the 7 pad bytes
     assert_eq!(
         RunConfigParams::from_core(&c).try_to_vec().unwrap().len(),
-        69
+        73
+    );
+}
+
+#[test]
+fn the_prologue_refuses_another_layout_version_before_the_size() {
+    let mut data = vec![0u8; CoordinatorAccount::SPACE];
+    data[8 + 92..8 + 96].copy_from_slice(&2u32.to_le_bytes());
+    assert_eq!(logic::layout_version_of(&data), Some(2));
+    assert_eq!(logic::check_layout(&data), Ok(()));
+    // version 1 had zero padding at offset 92, and was 4,216 bytes shorter
+    data[8 + 92..8 + 96].fill(0);
+    assert_eq!(logic::layout_version_of(&data), Some(1));
+    assert_eq!(logic::check_layout(&data), Err(PE::LayoutVersionMismatch));
+    let v1 = vec![0u8; 8 + 133_640];
+    assert_eq!(logic::check_layout(&v1), Err(PE::LayoutVersionMismatch));
+    data[8 + 92..8 + 96].copy_from_slice(&3u32.to_le_bytes());
+    assert_eq!(logic::check_layout(&data), Err(PE::LayoutVersionMismatch));
+    // this version at another size; too short to hold a version
+    data[8 + 92..8 + 96].copy_from_slice(&2u32.to_le_bytes());
+    data.push(0);
+    assert_eq!(logic::check_layout(&data), Err(PE::AccountIncorrectSize));
+    assert_eq!(logic::layout_version_of(&data[..99]), None);
+    assert_eq!(
+        logic::check_layout(&data[..99]),
+        Err(PE::AccountIncorrectSize)
+    );
+    // what init_coordinator writes is of this version
+    let mut b = fresh_run(&quick_config());
+    assert_eq!(
+        b.s().header.layout_version,
+        psyche_coordinator_core::LAYOUT_VERSION
     );
 }
 

@@ -36,6 +36,12 @@ pub fn witness_quorum(elected: usize) -> usize {
     }
 }
 
+/// Witnesses that must commit one parameter hash for it to be agreed: a witness quorum that is
+/// also a strict majority, so that no two hashes can both reach it in a round.
+pub fn param_quorum(elected: usize) -> usize {
+    witness_quorum(elected).max(elected / 2 + 1)
+}
+
 pub fn verifier_count(participants: usize, verification_percent: u8) -> usize {
     participants * verification_percent as usize / 100
 }
@@ -179,6 +185,9 @@ mod tests {
         let q: Vec<usize> = (0..=7).map(witness_quorum).collect();
         assert_eq!(q, [0, 1, 2, 2, 2, 3, 4, 4]);
         assert_eq!(witness_quorum(32), 21);
+        let p: Vec<usize> = (1..=7).map(param_quorum).collect();
+        assert_eq!(p, [1, 2, 2, 3, 3, 4, 4]);
+        assert_eq!(param_quorum(32), 21);
         assert_eq!(expected_witnesses(0, 300), 32);
         assert_eq!(expected_witnesses(0, 5), 5);
         assert_eq!(expected_witnesses(3, 2), 2);

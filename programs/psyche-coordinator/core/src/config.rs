@@ -1,5 +1,5 @@
-//! RunConfig (`config.py`): every knob of a run, stored in the canonical layout (72 bytes,
-//! `CONFIG_FORMAT = "<QQQQQQIIHHHHHBBB3x"`).
+//! RunConfig (`config.py`): every knob of a run, stored in the canonical layout (80 bytes,
+//! `CONFIG_FORMAT = "<QQQQQQIIIHHHHHBBB7x"`).
 
 use bytemuck::{Pod, Zeroable};
 
@@ -26,6 +26,9 @@ pub struct RunConfig {
     pub total_steps: u32,
     /// Tokens per sequence.
     pub max_seq_len: u32,
+    /// Also snapshot mid-epoch every this many steps; 0 = only at Cooldown. At most
+    /// `total_steps`.
+    pub checkpoint_interval: u32,
     /// Below this an epoch ends.
     pub min_clients: u16,
     /// Needed to start an epoch.
@@ -41,7 +44,7 @@ pub struct RunConfig {
     /// Least time in WaitingForMembers before Warmup.
     pub waiting_for_members_extra_time: u8,
     /// Always zero.
-    pub _pad: [u8; 3],
+    pub _pad: [u8; 7],
 }
 
 const _: () = assert!(core::mem::size_of::<RunConfig>() == crate::constants::CONFIG_SIZE);
@@ -64,6 +67,7 @@ impl RunConfig {
         global_batch_size_warmup_tokens: 0,
         total_steps: 1000,
         max_seq_len: 512,
+        checkpoint_interval: 0,
         min_clients: 1,
         init_min_clients: 1,
         witness_nodes: 0,
@@ -72,7 +76,7 @@ impl RunConfig {
         verification_percent: 0,
         checkpointer_percent: 0,
         waiting_for_members_extra_time: 3,
-        _pad: [0; 3],
+        _pad: [0; 7],
     };
 
     /// The same rules as `RunConfig.validate`; every violation is `InvalidConfig`. The padding
@@ -99,7 +103,8 @@ impl RunConfig {
             && self.verification_percent <= 50
             && self.checkpointer_percent <= 100
             && self.waiting_for_members_extra_time >= 1
-            && self._pad == [0; 3];
+            && self.checkpoint_interval <= self.total_steps
+            && self._pad == [0; 7];
         if ok {
             Ok(())
         } else {
@@ -115,7 +120,7 @@ mod tests {
     #[test]
     fn default_is_valid_and_ranges_are_enforced() {
         assert_eq!(RunConfig::DEFAULT.validate(), Ok(()));
-        let bad: [fn(&mut RunConfig); 17] = [
+        let bad: [fn(&mut RunConfig); 18] = [
             |c| c.epoch_time = 0,
             |c| c.epoch_time = MAX_TIME_SECONDS + 1,
             |c| c.warmup_time = c.epoch_time,
@@ -133,6 +138,7 @@ mod tests {
             |c| c.verification_percent = 51,
             |c| c.checkpointer_percent = 101,
             |c| c.waiting_for_members_extra_time = 0,
+            |c| c.checkpoint_interval = c.total_steps + 1,
         ];
         for (i, f) in bad.iter().enumerate() {
             let mut c = RunConfig::DEFAULT;
@@ -160,6 +166,7 @@ mod tests {
         c.waiting_for_members_extra_time = u8::MAX;
         c.checkpointer_percent = 100;
         c.verification_percent = 50;
+        c.checkpoint_interval = c.total_steps;
         assert_eq!(c.validate(), Ok(()));
     }
 }

@@ -10,6 +10,17 @@ pub const RUN_ID_LEN: usize = 32;
 /// Checkpoint repo id and revision, NUL-padded UTF-8.
 pub const REPO_LEN: usize = 64;
 pub const MERKLE_ROOT_LEN: usize = 32;
+/// SHA-256 of a model's parameters (the client's parameter hash).
+pub const PARAM_HASH_LEN: usize = 32;
+pub const ZERO_HASH: [u8; PARAM_HASH_LEN] = [0; PARAM_HASH_LEN];
+
+/// The account layout's version, stored in the header at [`VERSION_OFFSET`]. Bump it with any
+/// change to the canonical bytes: code meeting another version stops (`LayoutVersionMismatch`)
+/// instead of misreading the fields. 1: the layout before the version existed (those 4 bytes
+/// were zero padding); 2: parameter hashes.
+pub const LAYOUT_VERSION: u32 = 2;
+/// Where `layout_version` (u32 LE) sits in every layout from version 2 on.
+pub const VERSION_OFFSET: usize = 92;
 /// Signer and p2p identity keys.
 pub const KEY_LEN: usize = 32;
 
@@ -40,17 +51,22 @@ pub const VERIFY_SEED_XOR: u64 = 0x5645_5249_4659_0000;
 
 /// Byte sizes of the canonical layout (`canonical.py`).
 pub const HEADER_SIZE: usize = 96;
-pub const CONFIG_SIZE: usize = 72;
+pub const CONFIG_SIZE: usize = 80;
+/// checkpoint_hash, param_hash, due_hash, their three steps and 4 bytes of padding.
+pub const HASHES_SIZE: usize = 3 * PARAM_HASH_LEN + 16;
 pub const CLIENT_SIZE: usize = 72;
-pub const WITNESS_SIZE: usize = 752;
-pub const ROUND_SIZE: usize = 24120;
-pub const STATE_SIZE: usize = 133_640;
+pub const WITNESS_SIZE: usize = 784;
+pub const ROUND_SIZE: usize = 25_144;
+pub const STATE_SIZE: usize = 137_856;
 
 pub const CONFIG_OFFSET: usize = HEADER_SIZE;
 pub const REPO_OFFSET: usize = CONFIG_OFFSET + CONFIG_SIZE;
-pub const CLIENTS_OFFSET: usize = REPO_OFFSET + 2 * REPO_LEN;
+pub const HASHES_OFFSET: usize = REPO_OFFSET + 2 * REPO_LEN;
+pub const CLIENTS_OFFSET: usize = HASHES_OFFSET + HASHES_SIZE;
 pub const PENDING_OFFSET: usize = CLIENTS_OFFSET + MAX_CLIENTS * CLIENT_SIZE;
 pub const ROUNDS_OFFSET: usize = PENDING_OFFSET + MAX_CLIENTS * CLIENT_SIZE;
 
 const _: () = assert!(BLOOM_BITS == 2824 && BLOOM_BYTES == BLOOM_BITS / 8 + 3);
+const _: () = assert!(REPO_OFFSET == 176 && HASHES_OFFSET == 304 && CLIENTS_OFFSET == 416);
+const _: () = assert!(VERSION_OFFSET + 4 == HEADER_SIZE);
 const _: () = assert!(ROUNDS_OFFSET + NUM_STORED_ROUNDS * ROUND_SIZE == STATE_SIZE);

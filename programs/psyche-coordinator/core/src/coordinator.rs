@@ -7,11 +7,14 @@
 //!
 //! Arguments that Python receives as `bytes` (keys, blooms, merkle root) are slices here, so the
 //! length checks happen inside the operation at the same point as in Python and yield the same
-//! code. `now >= 2^63` is `InvalidOperation`, as in `apply`.
+//! code. `now >= 2^63` is `InvalidOperation`, as in `apply`; then a state of another layout
+//! version is `LayoutVersionMismatch` (also `apply`), before the operation's own checks.
 
 use crate::assignment::{batch_mask, round_batch_size};
 use crate::bloom::{check_bloom_bytes, count_containing};
-use crate::committee::{expected_witnesses, is_checkpointer, is_witness, witness_quorum};
+use crate::committee::{
+    expected_witnesses, is_checkpointer, is_witness, param_quorum, witness_quorum,
+};
 use crate::config::RunConfig;
 use crate::constants::*;
 use crate::error::CoordinatorError;
@@ -23,12 +26,15 @@ use crate::state::{
 type Result<T = ()> = core::result::Result<T, CoordinatorError>;
 use CoordinatorError as E;
 
-/// A checkpoint as an argument (`Checkpoint` in Python): repo and revision as UTF-8 bytes.
+/// A checkpoint as an argument (`Checkpoint` in Python): repo and revision as UTF-8 bytes, the
+/// recorded snapshot's parameter hash and step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CheckpointArgs<'a> {
     pub kind: CheckpointKind,
     pub repo: &'a [u8],
     pub revision: &'a [u8],
+    pub hash: &'a [u8; PARAM_HASH_LEN],
+    pub step: u32,
 }
 
 impl CheckpointArgs<'static> {
@@ -36,14 +42,25 @@ impl CheckpointArgs<'static> {
         kind: CheckpointKind::Dummy,
         repo: b"",
         revision: b"",
+        hash: &ZERO_HASH,
+        step: 0,
     };
 }
 
 // ---------------------------------------------------------------- helpers
 
-fn check_time(now: u64) -> Result {
+/// What `apply` checks before any operation: a valid time, then the state's layout version.
+fn check_time(s: &CoordinatorState, now: u64) -> Result {
     if now >= MAX_TIME {
         return Err(E::InvalidOperation);
+    }
+    check_layout_version(s)
+}
+
+/// `LayoutVersionMismatch` unless the state is of this code's layout version.
+pub fn check_layout_version(s: &CoordinatorState) -> Result {
+    if s.header.layout_version != LAYOUT_VERSION {
+        return Err(E::LayoutVersionMismatch);
     }
     Ok(())
 }
@@ -57,22 +74,27 @@ fn valid_fixed_str(raw: &[u8], max: usize) -> bool {
     raw.len() <= max && !raw.contains(&0) && core::str::from_utf8(raw).is_ok()
 }
 
-/// `_check_checkpoint`: repo and revision at most 64 bytes of NUL-free UTF-8; Hub and P2P need
-/// a repo. Else `InvalidCheckpoint`.
+/// `_check_checkpoint`: repo and revision at most 64 bytes of NUL-free UTF-8; Hub, P2P and
+/// Stored need a repo, Stored a nonzero hash. Else `InvalidCheckpoint`.
 fn check_checkpoint(ck: &CheckpointArgs) -> Result {
     let ok = valid_fixed_str(ck.repo, REPO_LEN) && valid_fixed_str(ck.revision, REPO_LEN);
     if !ok || (ck.kind != CheckpointKind::Dummy && ck.repo.is_empty()) {
         return Err(E::InvalidCheckpoint);
     }
+    if ck.kind == CheckpointKind::Stored && *ck.hash == ZERO_HASH {
+        return Err(E::InvalidCheckpoint);
+    }
     Ok(())
 }
 
-fn write_checkpoint(s: &mut CoordinatorState, kind: CheckpointKind, repo: &[u8], revision: &[u8]) {
-    s.header.checkpoint_kind = kind as u8;
+fn write_checkpoint(s: &mut CoordinatorState, ck: &CheckpointArgs) {
+    s.header.checkpoint_kind = ck.kind as u8;
     s.checkpoint_repo.fill(0);
-    s.checkpoint_repo[..repo.len()].copy_from_slice(repo);
+    s.checkpoint_repo[..ck.repo.len()].copy_from_slice(ck.repo);
     s.checkpoint_revision.fill(0);
-    s.checkpoint_revision[..revision.len()].copy_from_slice(revision);
+    s.checkpoint_revision[..ck.revision.len()].copy_from_slice(ck.revision);
+    s.checkpoint_hash = *ck.hash;
+    s.checkpoint_step = ck.step;
 }
 
 /// At least one second must pass even for a zero duration, as in Psyche. (A sum past u64 is
@@ -169,8 +191,11 @@ fn start_epoch(s: &mut CoordinatorState, now: u64) {
                 .any(|c| c.is_healthy() && c.signer == p.signer)
         });
         if !held {
-            // nobody who holds last epoch's model is here: fall back to the uploaded checkpoint
-            let kind = if s.repo().is_empty() {
+            // nobody who holds last epoch's model is here: fall back to the recorded snapshot,
+            // else the Hub repository, else the run seed (which clients refuse past step 1)
+            let kind = if s.checkpoint_hash != ZERO_HASH {
+                CheckpointKind::Stored
+            } else if s.repo().is_empty() {
                 CheckpointKind::Dummy
             } else {
                 CheckpointKind::Hub
@@ -261,10 +286,7 @@ fn end_epoch(s: &mut CoordinatorState, now: u64) {
     let cur = s.current_round();
     s.header.epoch_start_data_index = cur.data_index + round_batch_size(&s.config, cur);
     s.header.epoch += 1;
-    if matches!(
-        s.checkpoint_kind(),
-        CheckpointKind::Dummy | CheckpointKind::Hub
-    ) {
+    if s.checkpoint_kind() != CheckpointKind::P2P {
         // the epoch's clients now hold the newest model; joiners fetch it from them
         s.header.checkpoint_kind = CheckpointKind::P2P as u8;
     }
@@ -300,14 +322,15 @@ pub fn new_run(
     s.header.step = 1;
     s.header.first_round = 1;
     s.header.run_state = RunState::Uninitialized as u8;
+    s.header.layout_version = LAYOUT_VERSION;
     s.config = *config;
-    write_checkpoint(s, checkpoint.kind, checkpoint.repo, checkpoint.revision);
+    write_checkpoint(s, checkpoint);
     Ok(())
 }
 
 /// A valid time and a run that is not halted; returns its state.
 fn running(s: &CoordinatorState, now: u64) -> core::result::Result<RunState, E> {
-    check_time(now)?;
+    check_time(s, now)?;
     let st = s.run_state();
     if st.halted() {
         return Err(E::Halted);
@@ -365,7 +388,7 @@ pub fn tick(s: &mut CoordinatorState, now: u64) -> Result {
 
 /// Register for the next epoch. A client takes part in one epoch per join.
 pub fn join(s: &mut CoordinatorState, now: u64, signer: &[u8], p2p_identity: &[u8]) -> Result {
-    check_time(now)?;
+    check_time(s, now)?;
     let signer = key(signer)?;
     let p2p_identity = key(p2p_identity)?;
     if s.run_state() == RunState::Finished {
@@ -393,7 +416,7 @@ pub fn join(s: &mut CoordinatorState, now: u64, signer: &[u8], p2p_identity: &[u
 
 /// Leave: drop out of the next epoch and, if healthy in this one, out of it too.
 pub fn withdraw(s: &mut CoordinatorState, now: u64, signer: &[u8]) -> Result {
-    check_time(now)?;
+    check_time(s, now)?;
     let signer = key(signer)?;
     if s.run_state() == RunState::Finished {
         return Err(E::RunFinished);
@@ -451,7 +474,9 @@ fn warmup_ready(s: &CoordinatorState) -> bool {
     healthy >= s.config.min_clients as usize && ready >= healthy.min(MAX_WITNESSES)
 }
 
-/// An elected witness reports what it received: blooms of trainers and of commitments.
+/// An elected witness reports what it received (blooms of trainers and of commitments) and
+/// the hash of the parameters it trains this step with; a quorum on one hash makes it the
+/// run's agreed model.
 #[allow(clippy::too_many_arguments)]
 pub fn witness(
     s: &mut CoordinatorState,
@@ -462,6 +487,7 @@ pub fn witness(
     participant_bloom: &[u8],
     broadcast_bloom: &[u8],
     broadcast_merkle: &[u8],
+    param_hash: &[u8],
 ) -> Result {
     let st = in_round(s, now)?;
     if step != s.header.step {
@@ -478,19 +504,48 @@ pub fn witness(
     let broadcast_merkle: &[u8; MERKLE_ROOT_LEN] = broadcast_merkle
         .try_into()
         .map_err(|_| E::InvalidOperation)?;
+    let param_hash: &[u8; PARAM_HASH_LEN] =
+        param_hash.try_into().map_err(|_| E::InvalidOperation)?;
     check_push_witness(cur, index)?;
     let elected = expected_witnesses(witness_nodes, cur.participant_total());
-    let cur = s.current_round_mut();
-    push_witness(cur, index, |w| {
+    push_witness(s.current_round_mut(), index, |w| {
         w.broadcast_merkle = *broadcast_merkle;
+        w.param_hash = *param_hash;
         w.participant_bloom = *participant_bloom;
         w.broadcast_bloom = *broadcast_bloom;
     });
-    if st == RunState::RoundTrain && cur.witnesses().len() >= elected {
+    agree_on_params(s, elected, param_hash);
+    if st == RunState::RoundTrain && s.current_round().witnesses().len() >= elected {
         // opportunistic witnessing: every elected witness has all results, no need to wait
         change_state(s, now, RunState::RoundWitness);
     }
     Ok(())
+}
+
+/// `_agree_on_params`: the first time a quorum (and majority) of this round's witnesses commit
+/// one nonzero hash, it becomes the agreed parameters of this step (and the snapshot point when
+/// the step is a multiple of `checkpoint_interval`).
+fn agree_on_params(s: &mut CoordinatorState, elected: usize, h: &[u8; PARAM_HASH_LEN]) {
+    let step = s.header.step;
+    if *h == ZERO_HASH || (s.param_step == step && s.param_hash == *h) {
+        return;
+    }
+    let votes = s
+        .current_round()
+        .witnesses()
+        .iter()
+        .filter(|w| w.param_hash == *h)
+        .count();
+    if votes < param_quorum(elected) {
+        return;
+    }
+    s.param_hash = *h;
+    s.param_step = step;
+    let interval = s.config.checkpoint_interval;
+    if interval != 0 && step.is_multiple_of(interval) {
+        s.due_hash = *h;
+        s.due_step = step;
+    }
 }
 
 /// How many of a round's witnesses received a result from this signer.
@@ -580,7 +635,11 @@ pub fn health_check(
     Ok(())
 }
 
-/// A checkpointer uploaded the model to `repo`: joiners can load it when no peer has it.
+/// A checkpointer stored a snapshot of the agreed parameters at `repo` (its location in the
+/// run's store): recorded only when `(step, param_hash)` is the latest agreed pair or the
+/// snapshot point's (else `CheckpointHashMismatch`). A Cooldown snapshot of the epoch's final
+/// parameters ends the Cooldown.
+#[allow(clippy::too_many_arguments)]
 pub fn checkpoint(
     s: &mut CoordinatorState,
     now: u64,
@@ -588,8 +647,10 @@ pub fn checkpoint(
     index: u32,
     repo: &[u8],
     revision: &[u8],
+    step: u32,
+    param_hash: &[u8],
 ) -> Result {
-    check_time(now)?;
+    check_time(s, now)?;
     if s.run_state().halted() {
         return Err(E::Halted);
     }
@@ -606,13 +667,24 @@ pub fn checkpoint(
     if repo.is_empty() {
         return Err(E::InvalidCheckpoint);
     }
-    let kind = s.checkpoint_kind();
-    check_checkpoint(&CheckpointArgs {
-        kind,
+    let hash: &[u8; PARAM_HASH_LEN] = param_hash.try_into().map_err(|_| E::InvalidOperation)?;
+    let recorded = CheckpointArgs {
+        kind: s.checkpoint_kind(),
         repo,
         revision,
-    })?;
-    write_checkpoint(s, kind, repo, revision);
+        hash,
+        step,
+    };
+    check_checkpoint(&recorded)?;
+    let latest = step == s.param_step && *hash == s.param_hash;
+    let due = step == s.due_step && *hash == s.due_hash;
+    if *hash == ZERO_HASH || !(latest || due) {
+        return Err(E::CheckpointHashMismatch);
+    }
+    write_checkpoint(s, &recorded);
+    if latest && s.run_state() == RunState::Cooldown {
+        end_epoch(s, now); // the Cooldown's job is done
+    }
     Ok(())
 }
 
@@ -628,7 +700,7 @@ pub fn pause(s: &mut CoordinatorState, now: u64) -> Result {
 }
 
 pub fn resume(s: &mut CoordinatorState, now: u64) -> Result {
-    check_time(now)?;
+    check_time(s, now)?;
     if !matches!(s.run_state(), RunState::Paused | RunState::Uninitialized) {
         return Err(E::CannotResume);
     }
@@ -643,7 +715,7 @@ pub fn update(
     config: Option<&RunConfig>,
     checkpoint: Option<&CheckpointArgs>,
 ) -> Result {
-    check_time(now)?;
+    check_time(s, now)?;
     let st = s.run_state();
     if st == RunState::Finished {
         return Err(E::RunFinished);
@@ -661,7 +733,7 @@ pub fn update(
         s.config = *config;
     }
     if let Some(ck) = checkpoint {
-        write_checkpoint(s, ck.kind, ck.repo, ck.revision);
+        write_checkpoint(s, ck);
     }
     Ok(())
 }
@@ -719,13 +791,13 @@ mod tests {
         // state_hash(new_run("seed-test", RunConfig(), 1234567890123456789))
         assert_eq!(
             hex::encode(crate::state::state_hash(s)),
-            "72f6acb1952ff1ff98aedf7336ef44e8b6da1b9f670a42217fa8ad41563aa96a"
+            "6438c64ace20dc55a11cb6634e0646e152a0c8b52e2a6af081d39fb6f82a8f0a"
         );
         s.header.epoch = 7;
         s.header.step = 42;
         assert_eq!(
             hex::encode(crate::state::state_hash(s)),
-            "08a2c15b2095ebd990845f59ed1f399d5f93c734c92122f78c065c67cdb87235"
+            "9e88ab97ba03759a3394d0c95852e3183258e8cec2557410e54ea265ba11af42"
         );
         assert_eq!(round_seed(s, 1700000123), 13452663378481529829);
     }
@@ -746,15 +818,34 @@ mod tests {
         let hub = CheckpointArgs {
             kind: CheckpointKind::Hub,
             repo: b"",
-            revision: b"",
+            ..d
         };
         assert_eq!(new_run(s, b"x", &c, 0, &hub), Err(E::InvalidCheckpoint));
+        // a Stored checkpoint needs its parameter hash
+        let stored = CheckpointArgs {
+            kind: CheckpointKind::Stored,
+            repo: b"store/x",
+            ..d
+        };
+        assert_eq!(new_run(s, b"x", &c, 0, &stored), Err(E::InvalidCheckpoint));
         assert!(
             s.as_bytes().iter().all(|&b| b == 0),
             "rejected new_run wrote"
         );
         assert_eq!(new_run(s, &[b'a'; 32], &c, 0, &d), Ok(()));
         assert_eq!(tick(s, 0), Err(E::Halted));
+        assert_eq!(s.header.layout_version, LAYOUT_VERSION);
+        // an account of another layout version: every operation refuses it, after the time
+        s.header.layout_version = 1;
+        let before = s.as_bytes().to_vec();
+        assert_eq!(resume(s, 5), Err(E::LayoutVersionMismatch));
+        assert_eq!(
+            join(s, 5, &[1; 32], &[2; 32]),
+            Err(E::LayoutVersionMismatch)
+        );
+        assert_eq!(tick(s, MAX_TIME), Err(E::InvalidOperation));
+        assert_eq!(s.as_bytes(), &before[..]);
+        s.header.layout_version = LAYOUT_VERSION;
         assert_eq!(resume(s, MAX_TIME), Err(E::InvalidOperation));
         assert_eq!(resume(s, 5), Ok(()));
         assert_eq!(s.run_state(), RunState::WaitingForMembers);

@@ -21,16 +21,18 @@ pub enum CoordinatorError {
     CannotResume = 13,
     NotACheckpointer = 14,
     InvalidCheckpoint = 15,
-    UpdateNotHalted = 16,
-    RunFinished = 17,
-    InvalidConfig = 18,
-    InvalidRunId = 19,
-    InvalidOperation = 20,
+    CheckpointHashMismatch = 16,
+    LayoutVersionMismatch = 17,
+    UpdateNotHalted = 18,
+    RunFinished = 19,
+    InvalidConfig = 20,
+    InvalidRunId = 21,
+    InvalidOperation = 22,
 }
 
 impl CoordinatorError {
     /// Every code, in the order of `CoordinatorError.CODES`.
-    pub const ALL: [CoordinatorError; 21] = [
+    pub const ALL: [CoordinatorError; 23] = [
         Self::Halted,
         Self::InvalidRunState,
         Self::NotAClient,
@@ -47,6 +49,8 @@ impl CoordinatorError {
         Self::CannotResume,
         Self::NotACheckpointer,
         Self::InvalidCheckpoint,
+        Self::CheckpointHashMismatch,
+        Self::LayoutVersionMismatch,
         Self::UpdateNotHalted,
         Self::RunFinished,
         Self::InvalidConfig,
@@ -73,6 +77,8 @@ impl CoordinatorError {
             Self::CannotResume => "CannotResume",
             Self::NotACheckpointer => "NotACheckpointer",
             Self::InvalidCheckpoint => "InvalidCheckpoint",
+            Self::CheckpointHashMismatch => "CheckpointHashMismatch",
+            Self::LayoutVersionMismatch => "LayoutVersionMismatch",
             Self::UpdateNotHalted => "UpdateNotHalted",
             Self::RunFinished => "RunFinished",
             Self::InvalidConfig => "InvalidConfig",

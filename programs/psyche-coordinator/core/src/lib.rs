@@ -29,7 +29,7 @@ pub use assignment::{
     assign_batches, batch_for, batch_mask, batch_size, round_batch_size, verification_for, BatchId,
 };
 pub use bloom::{bloom_add, bloom_contains, bloom_contains_signer, check_bloom_bytes};
-pub use committee::{expected_witnesses, witness_quorum};
+pub use committee::{expected_witnesses, param_quorum, witness_quorum};
 pub use config::RunConfig;
 pub use constants::*;
 pub use coordinator::{

@@ -4,16 +4,21 @@
 //!   header   0..96     run_id[32] run_seed:u64 run_state_start:u64 epoch_start_timestamp:u64
 //!                      epoch_start_data_index:u64 epoch:u32 step:u32 start_step:u32 last_step:u32
 //!                      rounds_head:u32 clients_len:u16 pending_len:u16 run_state:u8 first_round:u8
-//!                      pending_pause:u8 checkpoint_kind:u8 _pad[4]
-//!   config   96..168   RunConfig
-//!   repo     168..296  checkpoint_repo[64] checkpoint_revision[64]
-//!   clients  296..     [Client; 256]  signer[32] p2p_identity[32] state:u8 _pad[7]   (72 each)
+//!                      pending_pause:u8 checkpoint_kind:u8 layout_version:u32
+//!   config   96..176   RunConfig
+//!   repo     176..304  checkpoint_repo[64] checkpoint_revision[64]
+//!   hashes   304..416  checkpoint_hash[32] param_hash[32] due_hash[32] checkpoint_step:u32
+//!                      param_step:u32 due_step:u32 _pad[4]
+//!   clients  416..     [Client; 256]  signer[32] p2p_identity[32] state:u8 _pad[7]   (72 each)
 //!   pending            [Client; 256]
 //!   rounds             [Round; 4]  height:u32 participant_count:u16 witnesses_len:u16
 //!                      data_index:u64 random_seed:u64 participants[32] (bit i = client i, LSB first)
-//!                      [Witness; 32]  index:u16 _pad[6] broadcast_merkle[32]
-//!                                     participant_bloom[356] broadcast_bloom[356]   (752 each)
+//!                      [Witness; 32]  index:u16 _pad[6] broadcast_merkle[32] param_hash[32]
+//!                                     participant_bloom[356] broadcast_bloom[356]   (784 each)
 //! ```
+//!
+//! `layout_version` sits at offset 92 in every version from 2 on (version 1 had zero padding
+//! there), so a reader can tell which layout it holds before decoding anything else.
 //!
 //! Unused client, round and witness slots are all zero; the code keeps them so (it zeroes a slot
 //! whenever a list shrinks or a round is replaced), which is what makes the state hash of a Rust
@@ -94,6 +99,9 @@ pub enum CheckpointKind {
     Hub = 1,
     /// Load from the peers that trained the last epoch.
     P2P = 2,
+    /// Load the snapshot recorded at the checkpoint repo (its location in the run's store) and
+    /// check that its parameters hash to the checkpoint hash.
+    Stored = 3,
 }
 
 impl CheckpointKind {
@@ -102,6 +110,7 @@ impl CheckpointKind {
             0 => Self::Dummy,
             1 => Self::Hub,
             2 => Self::P2P,
+            3 => Self::Stored,
             _ => return None,
         })
     }
@@ -111,6 +120,7 @@ impl CheckpointKind {
             "Dummy" => Self::Dummy,
             "Hub" => Self::Hub,
             "P2P" => Self::P2P,
+            "Stored" => Self::Stored,
             _ => return None,
         })
     }
@@ -143,7 +153,9 @@ pub struct StateHeader {
     pub pending_pause: u8,
     /// A [`CheckpointKind`].
     pub checkpoint_kind: u8,
-    pub _pad: [u8; 4],
+    /// [`LAYOUT_VERSION`] for every state this crate makes; every operation refuses another
+    /// (`LayoutVersionMismatch`). Version 1 had zero padding here.
+    pub layout_version: u32,
 }
 
 #[repr(C)]
@@ -171,6 +183,8 @@ pub struct Witness {
     pub index: u16,
     pub _pad: [u8; 6],
     pub broadcast_merkle: [u8; MERKLE_ROOT_LEN],
+    /// The parameters the witness trains this step with (zero for warmup witnesses).
+    pub param_hash: [u8; PARAM_HASH_LEN],
     /// Signers whose results it received and verified.
     pub participant_bloom: [u8; BLOOM_BYTES],
     /// Commitments of those results.
@@ -196,7 +210,7 @@ pub struct Round {
     pub witnesses: [Witness; MAX_WITNESSES],
 }
 
-/// The whole account: 133,640 bytes.
+/// The whole account: 137,856 bytes.
 // Pod requires Copy, so Clone is derived; nothing copies this by value (the core works
 // through &mut on the account bytes), so that generated method's frame is never used.
 #[allow(clippy::large_stack_frames)]
@@ -207,6 +221,19 @@ pub struct CoordinatorState {
     pub config: RunConfig,
     pub checkpoint_repo: [u8; REPO_LEN],
     pub checkpoint_revision: [u8; REPO_LEN],
+    /// Parameter hash of the recorded snapshot; zero when none is.
+    pub checkpoint_hash: [u8; PARAM_HASH_LEN],
+    /// The latest parameter hash a witness quorum agreed on: the parameters that train
+    /// `param_step` (every step up to `param_step - 2` applied). Zero until one is.
+    pub param_hash: [u8; PARAM_HASH_LEN],
+    /// The agreed hash at the latest multiple of `checkpoint_interval`: a mid-epoch snapshot
+    /// point, kept until the next one is agreed.
+    pub due_hash: [u8; PARAM_HASH_LEN],
+    /// The step the recorded snapshot's parameters train (see `param_hash`).
+    pub checkpoint_step: u32,
+    pub param_step: u32,
+    pub due_step: u32,
+    pub _hashes_pad: [u8; 4],
     /// This epoch's clients; indices are stable within an epoch.
     pub clients: [Client; MAX_CLIENTS],
     /// Joined for the next epoch.
@@ -222,7 +249,9 @@ const _: () = assert!(core::mem::size_of::<Round>() == ROUND_SIZE);
 const _: () = assert!(core::mem::size_of::<CoordinatorState>() == STATE_SIZE);
 const _: () = assert!(core::mem::offset_of!(CoordinatorState, config) == CONFIG_OFFSET);
 const _: () = assert!(core::mem::offset_of!(CoordinatorState, checkpoint_repo) == REPO_OFFSET);
+const _: () = assert!(core::mem::offset_of!(CoordinatorState, checkpoint_hash) == HASHES_OFFSET);
 const _: () = assert!(core::mem::offset_of!(CoordinatorState, clients) == CLIENTS_OFFSET);
+const _: () = assert!(core::mem::offset_of!(StateHeader, layout_version) == VERSION_OFFSET);
 const _: () = assert!(core::mem::offset_of!(CoordinatorState, pending) == PENDING_OFFSET);
 const _: () = assert!(core::mem::offset_of!(CoordinatorState, rounds) == ROUNDS_OFFSET);
 const _: () = assert!(core::mem::offset_of!(Round, witnesses) == 56);
@@ -384,12 +413,12 @@ mod tests {
     #[test]
     fn struct_sizes_and_offsets_match_canonical_py() {
         assert_eq!(size_of::<StateHeader>(), 96);
-        assert_eq!(size_of::<RunConfig>(), 72);
+        assert_eq!(size_of::<RunConfig>(), 80);
         assert_eq!(size_of::<Client>(), 72);
-        assert_eq!(size_of::<Witness>(), 752);
-        assert_eq!(size_of::<Round>(), 24120);
-        assert_eq!(size_of::<CoordinatorState>(), 133_640);
-        // HEADER_FORMAT = "<32sQQQQIIIIIHHBBBB4x"
+        assert_eq!(size_of::<Witness>(), 784);
+        assert_eq!(size_of::<Round>(), 25144);
+        assert_eq!(size_of::<CoordinatorState>(), 137_856);
+        // HEADER_FORMAT = "<32sQQQQIIIIIHHBBBBI"
         assert_eq!(offset_of!(StateHeader, run_seed), 32);
         assert_eq!(offset_of!(StateHeader, run_state_start), 40);
         assert_eq!(offset_of!(StateHeader, epoch_start_timestamp), 48);
@@ -405,25 +434,37 @@ mod tests {
         assert_eq!(offset_of!(StateHeader, first_round), 89);
         assert_eq!(offset_of!(StateHeader, pending_pause), 90);
         assert_eq!(offset_of!(StateHeader, checkpoint_kind), 91);
-        // CONFIG_FORMAT = "<QQQQQQIIHHHHHBBB3x"
+        assert_eq!(offset_of!(StateHeader, layout_version), 92);
+        // CONFIG_FORMAT = "<QQQQQQIIIHHHHHBBB7x"
         assert_eq!(offset_of!(RunConfig, total_steps), 48);
         assert_eq!(offset_of!(RunConfig, max_seq_len), 52);
-        assert_eq!(offset_of!(RunConfig, min_clients), 56);
-        assert_eq!(offset_of!(RunConfig, global_batch_size_end), 64);
-        assert_eq!(offset_of!(RunConfig, verification_percent), 66);
-        assert_eq!(offset_of!(RunConfig, waiting_for_members_extra_time), 68);
+        assert_eq!(offset_of!(RunConfig, checkpoint_interval), 56);
+        assert_eq!(offset_of!(RunConfig, min_clients), 60);
+        assert_eq!(offset_of!(RunConfig, global_batch_size_end), 68);
+        assert_eq!(offset_of!(RunConfig, verification_percent), 70);
+        assert_eq!(offset_of!(RunConfig, waiting_for_members_extra_time), 72);
+        // repo, then HASHES_FORMAT = "<32s32s32sIII4x"
+        assert_eq!(offset_of!(CoordinatorState, checkpoint_repo), 176);
+        assert_eq!(offset_of!(CoordinatorState, checkpoint_hash), 304);
+        assert_eq!(offset_of!(CoordinatorState, param_hash), 336);
+        assert_eq!(offset_of!(CoordinatorState, due_hash), 368);
+        assert_eq!(offset_of!(CoordinatorState, checkpoint_step), 400);
+        assert_eq!(offset_of!(CoordinatorState, param_step), 404);
+        assert_eq!(offset_of!(CoordinatorState, due_step), 408);
+        assert_eq!(offset_of!(CoordinatorState, clients), 416);
         // CLIENT_FORMAT = "<32s32sB7x"
         assert_eq!(offset_of!(Client, state), 64);
-        // ROUND_HEAD_FORMAT = "<IHHQQ32s", WITNESS_HEAD_FORMAT = "<H6x32s"
+        // ROUND_HEAD_FORMAT = "<IHHQQ32s", WITNESS_HEAD_FORMAT = "<H6x32s32s"
         assert_eq!(offset_of!(Round, participant_count), 4);
         assert_eq!(offset_of!(Round, witnesses_len), 6);
         assert_eq!(offset_of!(Round, data_index), 8);
         assert_eq!(offset_of!(Round, random_seed), 16);
         assert_eq!(offset_of!(Round, participants), 24);
         assert_eq!(offset_of!(Witness, broadcast_merkle), 8);
-        assert_eq!(offset_of!(Witness, participant_bloom), 40);
-        assert_eq!(offset_of!(Witness, broadcast_bloom), 396);
-        assert_eq!(offset_of!(CoordinatorState, rounds), 37160);
+        assert_eq!(offset_of!(Witness, param_hash), 40);
+        assert_eq!(offset_of!(Witness, participant_bloom), 72);
+        assert_eq!(offset_of!(Witness, broadcast_bloom), 428);
+        assert_eq!(offset_of!(CoordinatorState, rounds), 37280);
     }
 
     #[test]

@@ -18,12 +18,13 @@ use serde_json::{Map, Value};
 
 // ---------------------------------------------------------------- decoding (ops_json.py)
 
-const BYTES_ARGS: [&str; 5] = [
+const BYTES_ARGS: [&str; 6] = [
     "signer",
     "p2p_identity",
     "participant_bloom",
     "broadcast_bloom",
     "broadcast_merkle",
+    "param_hash",
 ];
 
 /// `ops_json.ARGS`: (op, every argument, the optional ones).
@@ -41,11 +42,15 @@ fn op_args(op: &str) -> Option<(&'static [&'static str], &'static [&'static str]
                 "participant_bloom",
                 "broadcast_bloom",
                 "broadcast_merkle",
+                "param_hash",
             ],
             &[],
         ),
         "health_check" => (&["signer", "index", "targets"], &[]),
-        "checkpoint" => (&["signer", "index", "repo", "revision"], &["revision"]),
+        "checkpoint" => (
+            &["signer", "index", "repo", "revision", "step", "param_hash"],
+            &["revision"],
+        ),
         "update" => (&["config", "checkpoint"], &["config", "checkpoint"]),
         _ => return None,
     })
@@ -57,6 +62,8 @@ struct Checkpoint {
     kind: CheckpointKind,
     repo: Vec<u8>,
     revision: Vec<u8>,
+    hash: [u8; 32],
+    step: u32,
 }
 
 impl Checkpoint {
@@ -65,6 +72,8 @@ impl Checkpoint {
             kind: self.kind,
             repo: &self.repo,
             revision: &self.revision,
+            hash: &self.hash,
+            step: self.step,
         }
     }
 }
@@ -92,6 +101,7 @@ enum Args {
         pb: Vec<u8>,
         bb: Vec<u8>,
         merkle: Vec<u8>,
+        param_hash: Vec<u8>,
     },
     HealthCheck {
         signer: Vec<u8>,
@@ -103,6 +113,8 @@ enum Args {
         index: u32,
         repo: Vec<u8>,
         revision: Vec<u8>,
+        step: u32,
+        param_hash: Vec<u8>,
     },
     Update {
         config: Option<RunConfig>,
@@ -151,6 +163,7 @@ fn config_from_dict(d: &Map<String, Value>) -> Result<RunConfig, E> {
             "global_batch_size_warmup_tokens" => c.global_batch_size_warmup_tokens = x,
             "total_steps" => c.total_steps = x.try_into().map_err(|_| narrow)?,
             "max_seq_len" => c.max_seq_len = x.try_into().map_err(|_| narrow)?,
+            "checkpoint_interval" => c.checkpoint_interval = x.try_into().map_err(|_| narrow)?,
             "min_clients" => c.min_clients = x.try_into().map_err(|_| narrow)?,
             "init_min_clients" => c.init_min_clients = x.try_into().map_err(|_| narrow)?,
             "witness_nodes" => c.witness_nodes = x.try_into().map_err(|_| narrow)?,
@@ -178,7 +191,7 @@ fn config_from_dict(d: &Map<String, Value>) -> Result<RunConfig, E> {
 fn checkpoint_from_json(v: &Value) -> Result<Checkpoint, E> {
     let d = v.as_object().ok_or(E::InvalidOperation)?;
     if d.keys()
-        .any(|k| !matches!(k.as_str(), "kind" | "repo" | "revision"))
+        .any(|k| !matches!(k.as_str(), "kind" | "repo" | "revision" | "hash" | "step"))
     {
         return Err(E::InvalidOperation);
     }
@@ -192,10 +205,26 @@ fn checkpoint_from_json(v: &Value) -> Result<Checkpoint, E> {
         Some(Value::String(s)) => Ok(s.as_bytes().to_vec()),
         Some(_) => Err(E::InvalidOperation),
     };
+    let (repo, revision) = (text("repo")?, text("revision")?);
+    // hash: 64 lowercase hex digits, missing = zero; step: an integer in [0, 2^32), missing = 0
+    let hash = match d.get("hash") {
+        None => [0; 32],
+        Some(v) => v
+            .as_str()
+            .and_then(hex_lower)
+            .and_then(|h| h.try_into().ok())
+            .ok_or(E::InvalidOperation)?,
+    };
+    let step = match d.get("step") {
+        None => 0,
+        Some(v) => int_below(v, 1 << 32).ok_or(E::InvalidOperation)? as u32,
+    };
     Ok(Checkpoint {
         kind,
-        repo: text("repo")?,
-        revision: text("revision")?,
+        repo,
+        revision,
+        hash,
+        step,
     })
 }
 
@@ -273,6 +302,7 @@ fn decode_args(op: &str, args: &Value) -> Result<Args, E> {
             pb: b("participant_bloom"),
             bb: b("broadcast_bloom"),
             merkle: b("broadcast_merkle"),
+            param_hash: b("param_hash"),
         },
         "health_check" => Args::HealthCheck {
             signer: b("signer"),
@@ -284,6 +314,8 @@ fn decode_args(op: &str, args: &Value) -> Result<Args, E> {
             index: i("index"),
             repo: texts.remove("repo").expect("repo"),
             revision: texts.remove("revision").unwrap_or_default(),
+            step: i("step"),
+            param_hash: b("param_hash"),
         },
         "update" => Args::Update { config, checkpoint },
         _ => unreachable!(),
@@ -308,7 +340,8 @@ fn apply(s: &mut CoordinatorState, now: u64, args: &Args) -> Result<(), E> {
             pb,
             bb,
             merkle,
-        } => core_::witness(s, now, signer, *index, *step, pb, bb, merkle),
+            param_hash,
+        } => core_::witness(s, now, signer, *index, *step, pb, bb, merkle, param_hash),
         Args::HealthCheck {
             signer,
             index,
@@ -319,7 +352,9 @@ fn apply(s: &mut CoordinatorState, now: u64, args: &Args) -> Result<(), E> {
             index,
             repo,
             revision,
-        } => core_::checkpoint(s, now, signer, *index, repo, revision),
+            step,
+            param_hash,
+        } => core_::checkpoint(s, now, signer, *index, repo, revision, *step, param_hash),
         Args::Update { config, checkpoint } => {
             let ck = checkpoint.as_ref().map(Checkpoint::args);
             core_::update(s, now, config.as_ref(), ck.as_ref())
@@ -440,6 +475,11 @@ fn replay(path: &Path, observe: &mut dyn FnMut(usize, &CoordinatorState)) -> usi
         &ck.args(),
     )
     .unwrap_or_else(|e| panic!("{name}: new_run failed: {e}"));
+    // an account another version of the code made: only that number differs
+    if let Some(v) = initial.get("layout_version") {
+        let v = v.as_u64().and_then(|v| u32::try_from(v).ok());
+        account.state().header.layout_version = v.expect("layout_version is a u32");
+    }
     let initial_hash = doc["initial_hash"].as_str().expect("initial_hash");
     let got = hex::encode(core_::state_hash(account.view()));
     assert_eq!(got, initial_hash, "{name}: initial_hash mismatch");
@@ -669,9 +709,36 @@ fn decoder_mirrors_ops_json() {
     assert_eq!(ww(serde_json::json!("1")), Err(E::InvalidOperation));
     assert_eq!(ww(Value::Null), Err(E::InvalidOperation));
     let cp = |v: Value| ok("checkpoint", v);
+    let h = "cd".repeat(32);
+    assert_eq!(
+        cp(serde_json::json!({"signer": k, "index": 0, "repo": "r", "step": 3, "param_hash": h})),
+        Ok(())
+    );
+    // step and param_hash are required
     assert_eq!(
         cp(serde_json::json!({"signer": k, "index": 0, "repo": "r"})),
+        Err(E::InvalidOperation)
+    );
+    assert_eq!(
+        cp(serde_json::json!({"signer": k, "index": 0, "repo": "r", "step": -1, "param_hash": h})),
+        Err(E::InvalidOperation)
+    );
+    // an update's checkpoint: hash 64 lowercase hex digits, step a u32
+    assert_eq!(
+        ck(serde_json::json!({"kind": "Stored", "repo": "a", "hash": h, "step": 7})),
         Ok(())
+    );
+    assert_eq!(
+        ck(serde_json::json!({"kind": "Stored", "repo": "a", "hash": "ab".repeat(31)})),
+        Err(E::InvalidOperation)
+    );
+    assert_eq!(
+        ck(serde_json::json!({"kind": "Stored", "repo": "a", "hash": h.to_uppercase()})),
+        Err(E::InvalidOperation)
+    );
+    assert_eq!(
+        ck(serde_json::json!({"kind": "Stored", "repo": "a", "step": 4294967296u64})),
+        Err(E::InvalidOperation)
     );
     assert_eq!(
         cp(serde_json::json!({"signer": k, "index": 0, "repo": 5})),

@@ -46,6 +46,7 @@ pub struct RunConfigParams {
     pub global_batch_size_warmup_tokens: u64,
     pub total_steps: u32,
     pub max_seq_len: u32,
+    pub checkpoint_interval: u32,
     pub min_clients: u16,
     pub init_min_clients: u16,
     pub witness_nodes: u16,
@@ -68,6 +69,7 @@ impl RunConfigParams {
             global_batch_size_warmup_tokens: self.global_batch_size_warmup_tokens,
             total_steps: self.total_steps,
             max_seq_len: self.max_seq_len,
+            checkpoint_interval: self.checkpoint_interval,
             min_clients: self.min_clients,
             init_min_clients: self.init_min_clients,
             witness_nodes: self.witness_nodes,
@@ -76,7 +78,7 @@ impl RunConfigParams {
             verification_percent: self.verification_percent,
             checkpointer_percent: self.checkpointer_percent,
             waiting_for_members_extra_time: self.waiting_for_members_extra_time,
-            _pad: [0; 3],
+            _pad: [0; 7],
         }
     }
 
@@ -90,6 +92,7 @@ impl RunConfigParams {
             global_batch_size_warmup_tokens: c.global_batch_size_warmup_tokens,
             total_steps: c.total_steps,
             max_seq_len: c.max_seq_len,
+            checkpoint_interval: c.checkpoint_interval,
             min_clients: c.min_clients,
             init_min_clients: c.init_min_clients,
             witness_nodes: c.witness_nodes,

@@ -1,9 +1,9 @@
 //! The account lists that several instructions share, and the prologue of every instruction
 //! that reads or changes the run's state, written once: read the Clock, check the account's
-//! size, load it zero-copy.
+//! layout version and size, load it zero-copy.
 
 use anchor_lang::prelude::*;
-use psyche_coordinator_core::CoordinatorState;
+use psyche_coordinator_core::{CoordinatorState, LAYOUT_VERSION, VERSION_OFFSET};
 
 use crate::error::{CoordinatorProgramError as E, LogicResult};
 use crate::state::{CoordinatorAccount, CoordinatorInstance};
@@ -42,6 +42,31 @@ pub fn now_from_unix_timestamp(unix_timestamp: i64) -> LogicResult<u64> {
     u64::try_from(unix_timestamp).map_err(|_| E::InvalidOperation)
 }
 
+/// The layout version of coordinator account data (discriminator included): the u32 at
+/// `VERSION_OFFSET` of the state, where version 1 had zero padding; None when the data is too
+/// short to hold one.
+pub fn layout_version_of(data: &[u8]) -> Option<u32> {
+    let at = 8 + VERSION_OFFSET;
+    let raw: [u8; 4] = data.get(at..at + 4)?.try_into().ok()?;
+    Some(match u32::from_le_bytes(raw) {
+        0 => 1,
+        v => v,
+    })
+}
+
+/// The account data's layout version (`LayoutVersionMismatch`), then its exact size
+/// (`AccountIncorrectSize`).
+pub fn check_layout(data: &[u8]) -> LogicResult {
+    match layout_version_of(data) {
+        Some(v) if v != LAYOUT_VERSION => return Err(E::LayoutVersionMismatch),
+        _ => {}
+    }
+    if data.len() != CoordinatorAccount::SPACE {
+        return Err(E::AccountIncorrectSize);
+    }
+    Ok(())
+}
+
 /// The accounts of an instruction over the run's state (`coordinator_account`, already
 /// checked to be the run's by its `address` constraint).
 pub trait RunAccounts<'info> {
@@ -53,19 +78,21 @@ pub trait RunAccounts<'info> {
         Ok(())
     }
 
-    /// The coordinator account once its exact size is checked: a size that `init_coordinator`
-    /// refused never carries the discriminator, but a shorter account would make Anchor's
-    /// loader panic instead of failing with a named error.
+    /// The coordinator account once its layout version and exact size are checked. The
+    /// version first: an account another version of the program made (another size, fields
+    /// elsewhere) fails with `LayoutVersionMismatch` instead of being misread. A size that
+    /// `init_coordinator` refused never carries the discriminator, but a shorter account would
+    /// make Anchor's loader panic instead of failing with a named error.
     fn sized_coordinator_account(&self) -> Result<&AccountLoader<'info, CoordinatorAccount>> {
         let account = self.coordinator_account();
-        if account.as_ref().data_len() != CoordinatorAccount::SPACE {
-            return Err(E::AccountIncorrectSize.into());
-        }
+        let data = account.as_ref().try_borrow_data()?;
+        check_layout(&data)?;
         Ok(account)
     }
 
     /// The prologue, then `op` on the state at the Clock's time: `now` (negative:
-    /// `InvalidOperation`), [`authorize`](Self::authorize), the size check, the zero-copy load.
+    /// `InvalidOperation`), [`authorize`](Self::authorize), the layout version and size checks,
+    /// the zero-copy load. (The core checks the version again in every operation.)
     fn apply(&self, op: impl FnOnce(&mut CoordinatorState, u64) -> LogicResult) -> Result<()> {
         let now = now_from_unix_timestamp(Clock::get()?.unix_timestamp)?;
         self.authorize()?;

@@ -13,6 +13,7 @@ pub enum CheckpointKindParam {
     Dummy,
     Hub,
     P2P,
+    Stored,
 }
 
 impl CheckpointKindParam {
@@ -21,17 +22,22 @@ impl CheckpointKindParam {
             Self::Dummy => CheckpointKind::Dummy,
             Self::Hub => CheckpointKind::Hub,
             Self::P2P => CheckpointKind::P2P,
+            Self::Stored => CheckpointKind::Stored,
         }
     }
 }
 
-/// A checkpoint as an `update` argument: repo and revision at most 64 bytes of UTF-8 each
-/// (checked by the core: `InvalidCheckpoint`).
+/// A checkpoint as an `update` argument: repo and revision at most 64 bytes of UTF-8 each,
+/// and for `Stored` a nonzero parameter hash (checked by the core: `InvalidCheckpoint`).
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Debug, PartialEq, Eq)]
 pub struct CheckpointParams {
     pub kind: CheckpointKindParam,
     pub repo: String,
     pub revision: String,
+    /// The recorded snapshot's parameter hash (zero when none is).
+    pub hash: [u8; 32],
+    /// The step its parameters train.
+    pub step: u32,
 }
 
 impl CheckpointParams {
@@ -40,6 +46,8 @@ impl CheckpointParams {
             kind: self.kind.to_core(),
             repo: self.repo.as_bytes(),
             revision: self.revision.as_bytes(),
+            hash: &self.hash,
+            step: self.step,
         }
     }
 }

@@ -17,6 +17,7 @@ pub fn witness(
     participant_bloom: &[u8],
     broadcast_bloom: &[u8],
     broadcast_merkle: &[u8; 32],
+    param_hash: &[u8; 32],
 ) -> LogicResult {
     let op = core_sm::witness(
         s,
@@ -27,6 +28,7 @@ pub fn witness(
         participant_bloom,
         broadcast_bloom,
         broadcast_merkle,
+        param_hash,
     );
     then_tick(s, now, op)
 }
@@ -38,6 +40,7 @@ pub fn handler(
     participant_bloom: Vec<u8>,
     broadcast_bloom: Vec<u8>,
     broadcast_merkle: [u8; 32],
+    param_hash: [u8; 32],
 ) -> Result<()> {
     let user = ctx.accounts.user.key();
     ctx.accounts.apply(|s, now| {
@@ -50,6 +53,7 @@ pub fn handler(
             &participant_bloom,
             &broadcast_bloom,
             &broadcast_merkle,
+            &param_hash,
         )
     })
 }
