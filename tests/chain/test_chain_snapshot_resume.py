@@ -1,0 +1,150 @@
+"""Snapshots that survive, on the local chain: the run created with the CLI, two clients train a
+tiny Llama and upload their snapshots to a real S3 server, the program records the agreed one;
+the run is paused (the `pause` command: every client withdrawn), both clients leave, and two
+new client processes resume it: they download the recorded snapshot (anonymous reads), hold
+the recorded parameter hash and their first held-out loss is the last one before the pause.
+
+The pause is sent in the WaitingForMembers after epoch 0 (its Cooldown ended early by the
+recorded snapshot); waiting_for_members_extra_time keeps that phase open long enough for it.
+The new clients start after the pause: a paused run has no clock to lose."""
+
+import asyncio
+import itertools
+import os
+import time
+import tomllib
+
+import pytest
+import tomli_w
+from solders.pubkey import Pubkey
+
+from psyche_client.chain.keys import load_keypair
+from psyche_client.chain.program import Coordinator
+from psyche_coordinator_core import CheckpointKind, ClientState, RunState
+from tests.chain.test_chain_e2e import CLI, cli, keypair
+from tests.integration.harness import Proc
+from tests.integration.test_snapshot_resume import write_run
+from tests.integration.test_training import applied_params, read_metrics
+
+pytest.importorskip("torch")
+pytest.importorskip("boto3")
+pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.timeout(1500)]
+RUN_ID = "snapshot-chain"
+ZERO = bytes(32)
+_buckets = itertools.count()
+
+
+class ChainObserver:
+    """Polls the run's coordinator account (what the program and the clients read)."""
+
+    def __init__(self, localnet, run_id, payer):
+        self.localnet, self.run_id, self.payer = localnet, run_id, load_keypair(payer)
+        self.history = []
+
+    def wait(self, predicate, timeout, what):
+        async def go():
+            c = Coordinator(self.localnet.rpc_url, self.payer,
+                            Pubkey.from_string(self.localnet.program_id))
+            try:
+                account = (await c.fetch_instance(self.run_id)).coordinator_account
+                end = time.monotonic() + timeout
+                while time.monotonic() < end:
+                    st = await c.fetch_state(account)
+                    self.history.append(st)
+                    if predicate(st):
+                        return st
+                    await asyncio.sleep(0.2)
+            finally:
+                await c.close()
+            last = self.history[-1] if self.history else None
+            raise AssertionError(f"timed out waiting for {what}; last state: "
+                                 f"{last.run_state.name if last else None}")
+        return asyncio.run(go())
+
+    def withdraw(self, key_path):
+        """A stopped client's join for the next epoch stays on the account (the pause withdraws
+        only this epoch's clients, and nothing on chain sees a process end): withdraw it."""
+        async def go():
+            kp = load_keypair(key_path)
+            c = Coordinator(self.localnet.rpc_url, kp, Pubkey.from_string(self.localnet.program_id))
+            try:
+                instance = c.instance_key(self.run_id)
+                account = (await c.fetch_instance(self.run_id)).coordinator_account
+                await c.send([c.ix_withdraw(kp.pubkey(), instance, account)])
+            finally:
+                await c.close()
+        asyncio.run(go())
+
+
+def test_new_clients_resume_from_the_recorded_snapshot_on_chain(localnet, tmp_path, data_dir,
+                                                                 s3_server, monkeypatch):
+    from psyche_client.snapshots import open_store
+    name = f"snapshot-chain-{os.getpid()}-{next(_buckets)}"
+    open_store(f"s3://{name}", endpoint=s3_server.endpoint, credentials=s3_server.credentials,
+               progress=False).create_bucket(public_read=True)
+    bucket = f"s3://{name}/run"
+    monkeypatch.setenv("PSYCHE_S3_ACCESS_KEY", s3_server.access_key)
+    monkeypatch.setenv("PSYCHE_S3_SECRET_KEY", s3_server.secret_key)
+    state = write_run(tmp_path, data_dir, bucket, s3_server.endpoint)
+    tables = tomllib.loads(state.read_text())
+    tables["run_id"] = RUN_ID
+    state.write_text(tomli_w.dumps(tables))
+    owner = keypair(tmp_path, "owner", localnet, sol=100)
+    cli(localnet, "create-run", "--state", str(state), keypair=owner)
+    obs = ChainObserver(localnet, RUN_ID, owner)
+    metrics = {n: tmp_path / f"client-{n}.jsonl" for n in (1, 2, 3, 4)}
+    procs, keys = {}, {}
+
+    def start(n):
+        key = keys[n] = keypair(tmp_path, f"client-{n}", localnet, sol=10)
+        procs[n] = Proc(f"client-{n}", [
+            *CLI, "train", "--rpc", localnet.rpc_url, "--ws", localnet.ws_url,
+            "--keypair", str(key), "--run-id", RUN_ID, "--run-spec", str(state),
+            "--peer-dir", str(tmp_path / "peers"), "--torch-threads", "1",
+            "--micro-batch-size", "4", "--metrics-file", str(metrics[n])])
+
+    try:
+        start(1)
+        start(2)
+        waiting = obs.wait(lambda s: s.epoch == 1 and s.run_state == RunState.WaitingForMembers,
+                           900, "epoch 0 to end")
+        cli(localnet, "pause", "--run-id", RUN_ID, keypair=owner)
+        paused = obs.wait(lambda s: s.run_state == RunState.Paused, 120, "the pause")
+        assert paused.step == waiting.step, "the pause came after epoch 1 had started"
+        assert all(c.state != ClientState.Healthy for c in paused.clients)
+        for n in (1, 2):  # every client leaves
+            procs[n].stop()
+            if any(c.signer == bytes(load_keypair(keys[n]).pubkey()) for c in paused.pending):
+                obs.withdraw(keys[n])
+        cli(localnet, "resume", "--run-id", RUN_ID, keypair=owner)
+        start(3)
+        start(4)
+        started = obs.wait(lambda s: s.epoch == 1 and s.run_state == RunState.RoundTrain, 900,
+                           "epoch 1 to start")
+        assert len(started.clients) == 2  # the new clients only
+        obs.wait(lambda s: s.epoch == 1 and s.step >= started.step + 4, 900,
+                 "4 rounds of epoch 1")
+    finally:
+        for p in procs.values():
+            p.stop()
+        for n, p in procs.items():
+            (tmp_path / f"{n}-{p.name}.log").write_text("\n".join(p.lines) + "\n")
+            print(f"== {p.name}\n{p.output()}")  # shown by pytest only when the test fails
+
+    rec = paused.checkpoint
+    assert rec.hash != ZERO and rec.hash == paused.param_hash and rec.step == paused.param_step
+    assert started.checkpoint.kind == CheckpointKind.Stored
+    assert (started.checkpoint.repo, started.checkpoint.hash) == (rec.repo, rec.hash)
+    listed = dict(open_store(bucket, endpoint=s3_server.endpoint, progress=False).list())
+    assert rec.repo in listed and listed[rec.repo].param_hash == rec.hash.hex()
+    logs = {n: read_metrics(metrics[n]) for n in metrics}
+    before = [r for r in logs[1] if r["event"] == "heldout"][-1]["loss"]
+    for n in (3, 4):
+        (model,) = [r for r in logs[n] if r["event"] == "model"]
+        assert model["source"] == "store" and model["params"] == rec.hash.hex()
+        first = [r for r in logs[n] if r["event"] == "heldout"][0]["loss"]
+        assert abs(first - before) <= 1e-6
+        assert "DESYNC" not in "\n".join(procs[n].lines)
+    after = applied_params({n: logs[n] for n in (3, 4)})
+    assert len(after) >= 3
+    assert all(len(set().union(*by.values())) == 1 for by in after.values()), after
