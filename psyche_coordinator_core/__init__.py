@@ -34,6 +34,7 @@ __all__ = [
     "CoordinatorError", "CoordinatorState", "LayoutError", "OPERATIONS", "Round", "RoundCommittee",
     "RunConfig", "RunState", "STATE_SIZE", "Witness", "WitnessBloom", "apply", "assign_batches",
     "assign_verifications", "batch_size", "bloom_contains", "bloom_of", "expected_witnesses",
-    "from_bytes", "is_healthy", "new_run", "param_quorum", "round_batch_size", "round_seed", "state_hash",
+    "from_bytes", "is_healthy", "new_run", "param_quorum", "round_batch_size", "round_seed",
+    "state_hash",
     "tick_deadline", "to_bytes", "trainer_score", "witness_quorum",
 ]

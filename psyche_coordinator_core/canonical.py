@@ -50,7 +50,8 @@ HEADER_FORMAT = "<32sQQQQIIIIIHHBBBBI"
 CONFIG_FORMAT = "<QQQQQQIIIHHHHHBBB7x"
 CONFIG_FIELDS = ("warmup_time", "cooldown_time", "max_round_train_time", "round_witness_time",
                  "epoch_time", "global_batch_size_warmup_tokens", "total_steps", "max_seq_len",
-                 "checkpoint_interval", "min_clients", "init_min_clients", "witness_nodes", "global_batch_size_start",
+                 "checkpoint_interval", "min_clients", "init_min_clients", "witness_nodes",
+                 "global_batch_size_start",
                  "global_batch_size_end", "verification_percent", "checkpointer_percent",
                  "waiting_for_members_extra_time")
 CLIENT_FORMAT = "<32s32sB7x"

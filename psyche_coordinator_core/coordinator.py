@@ -4,6 +4,8 @@
 given state untouched. `now` is unix seconds supplied by the backend (server clock, or the Clock
 sysvar on chain); randomness comes only from the run seed mixed with epoch, step and time."""
 
+from dataclasses import replace
+
 from .assignment import assign_batches, round_batch_size
 from .bloom import bloom_contains, check_bloom_bytes
 from .committee import RoundCommittee, expected_witnesses, param_quorum, witness_quorum
@@ -20,8 +22,6 @@ from .constants import (
     ZERO_HASH,
 )
 from .errors import CoordinatorError
-from dataclasses import replace
-
 from .shuffle import sha256, u64_le
 from .state import (
     Checkpoint,

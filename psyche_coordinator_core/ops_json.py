@@ -48,9 +48,11 @@ def checkpoint_from_json(d) -> Checkpoint:
         raise CoordinatorError("InvalidOperation", "checkpoint repo and revision are strings")
     digest, step = d.get("hash", "00" * 32), d.get("step", 0)
     if not isinstance(digest, str) or not HEX.fullmatch(digest) or len(digest) != 64:
-        raise CoordinatorError("InvalidOperation", "checkpoint.hash must be 64 lowercase hex digits")
+        raise CoordinatorError("InvalidOperation",
+                               "checkpoint.hash must be 64 lowercase hex digits")
     if type(step) is not int or not 0 <= step < 1 << 32:
-        raise CoordinatorError("InvalidOperation", "checkpoint.step must be an integer in [0, 2^32)")
+        raise CoordinatorError("InvalidOperation",
+                               "checkpoint.step must be an integer in [0, 2^32)")
     return Checkpoint(CheckpointKind[kind], repo, revision, bytes.fromhex(digest), step)
 
 

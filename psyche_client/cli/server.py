@@ -64,11 +64,15 @@ def validate_config(state_path, data_config):
               help="Override init_min_clients of the state file (fresh runs only).")
 @click.option("--withdraw-on-disconnect", type=bool, default=True, show_default=True,
               help="Withdraw a client from the run as soon as its connection drops.")
+@click.option("--reconnect-grace", type=float, default=20.0, show_default=True,
+              help="After a restart from --save-state-dir: seconds the saved state's clients "
+                   "and joiners have to connect again; then those that did not are withdrawn "
+                   "(with --withdraw-on-disconnect).")
 @click.option("--tick-interval", type=float, default=0.5, show_default=True,
               help="Longest time between the server's own ticks; it also ticks as soon as "
                    "a phase is due.")
 def run(state_path, server_port, host, tui, data_config, save_state_dir, init_warmup_time,
-        init_min_clients, withdraw_on_disconnect, tick_interval):
+        init_min_clients, withdraw_on_disconnect, reconnect_grace, tick_interval):
     recent = RecentLines() if tui_enabled(tui) else None
     configure_logging(handler=recent)  # with the view, its last lines are drawn under it
 
@@ -97,10 +101,12 @@ def run(state_path, server_port, host, tui, data_config, save_state_dir, init_wa
             log.info("resuming run %r from %s: %s, epoch %d, step %d, %d clients", state.run_id,
                      store.path, state.run_state.name, state.epoch, state.step,
                      len(state.clients))
+    restored = state is not None
     if state is None:
         state = apply(initial, int(time.time()), "resume")
     server = CoordinatorServer(state, store, withdraw_on_disconnect, tick_interval,
-                               spec=spec.to_dict() if spec else None)
+                               spec=spec.to_dict() if spec else None,
+                               reconnect_grace=reconnect_grace if restored else None)
 
     async def main_loop():
         loop = asyncio.get_running_loop()

@@ -39,7 +39,8 @@ HINTS = {
     "CannotResume": "only a paused (or new) run can be resumed",
     "Halted": "the run is paused or finished: `resume --run-id {run}` first",
     "RunFinished": "the run has finished; it can only be closed",
-    "InvalidCheckpoint": "Hub and P2P need --repo; repo and revision are <= 64 bytes",
+    "InvalidCheckpoint": "Hub, P2P and Stored need --repo, Stored also --hash and --step; "
+                         "repo and revision are <= 64 bytes",
     "AlreadyProcessed": "an identical transaction was just processed; retry in a second",
 }
 for _name in ("AccountNotFound", "InsufficientFundsForFee", "InsufficientFundsForRent",
@@ -338,9 +339,29 @@ async def update_config(s, state_path):
     await emit(s)
 
 
+def param_hash_option(ctx, param, value):
+    """--hash: a recorded snapshot's parameter hash, 64 hex digits (32 bytes)."""
+    if not value:
+        return None
+    try:
+        raw = bytes.fromhex(value)
+    except ValueError:
+        raw = b""
+    if len(raw) != 32 or len(value) != 64:
+        raise click.BadParameter(f"{value!r}: expected 64 hex digits (the snapshot's parameter "
+                                 "hash, as its manifest and `psyche-snapshot list` show it)")
+    return raw
+
+
 def checked_checkpoint(ctx, param, kind):
     ck = Checkpoint(CheckpointKind[kind], ctx.params.get("repo", ""),
-                    ctx.params.get("revision", ""))
+                    ctx.params.get("revision", ""), ctx.params.get("param_hash") or bytes(32),
+                    ctx.params.get("step") or 0)
+    if ck.kind != CheckpointKind.Stored and (ctx.params.get("param_hash")
+                                             or ctx.params.get("step")):
+        fail(f"checkpoint: --hash and --step are for --kind Stored, not {kind}")
+    if ck.kind == CheckpointKind.Stored and not ctx.params.get("param_hash"):
+        fail("checkpoint: --kind Stored needs --hash (the snapshot's parameter hash) and --step")
     try:  # the core's own checks, before spending a transaction
         new_run("check", RunConfig(), 0, ck)
     except CoordinatorError as e:
@@ -349,12 +370,19 @@ def checked_checkpoint(ctx, param, kind):
 
 
 @run_command("set-checkpoint")
-@click.option("--repo", default="", is_eager=True, help="Checkpoint repository (Hub and P2P).")
+@click.option("--repo", default="", is_eager=True,
+              help="Checkpoint repository (Hub, P2P); Stored: the snapshot's location in the "
+                   "run's store (its manifest's SHA-256).")
 @click.option("--revision", default="", is_eager=True, help="Revision in the repository.")
+@click.option("--hash", "param_hash", default=None, is_eager=True, callback=param_hash_option,
+              metavar="HEX64", help="Stored: the snapshot's parameter hash (64 hex digits).")
+@click.option("--step", type=click.IntRange(0, 2**32 - 1), default=0, is_eager=True,
+              help="Stored: the step the snapshot's parameters train (its manifest's step).")
 @click.option("--kind", "checkpoint", required=True, callback=checked_checkpoint,
               type=click.Choice([k.name for k in CheckpointKind]),
-              help="Dummy: from the run seed; Hub: the repo; P2P: from peers.")
-async def set_checkpoint(s, repo, revision, checkpoint):
+              help="Dummy: from the run seed; Hub: the repo; P2P: from peers; Stored: the "
+                   "snapshot recorded at --repo in the run's store, checked by --hash.")
+async def set_checkpoint(s, repo, revision, param_hash, step, checkpoint):
     """Set where joiners load the model from. The run must be halted: `pause` it first."""
     await s.send(s.c.ix_update(*s.owner(), checkpoint=checkpoint))
     click.echo(f"updated the checkpoint of run {s.run_id!r}")

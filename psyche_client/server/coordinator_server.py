@@ -47,7 +47,10 @@ class Connection:
 
 class CoordinatorServer:
     def __init__(self, state, store=None, withdraw_on_disconnect=True, tick_interval=0.5,
-                 clock=time.time, spec=None):
+                 clock=time.time, spec=None, reconnect_grace=None):
+        """`reconnect_grace`: seconds the members of a state restored after a restart have to
+        connect again before they are withdrawn (None: a fresh state, nobody to wait for)."""
+        self.reconnect_grace = reconnect_grace
         self.spec = spec  # training spec for clients (a dict), None: simulated training
         self.state = state
         self.state_bytes = to_bytes(state)
@@ -253,6 +256,27 @@ class CoordinatorServer:
             return
         await self._send(conn.ws, json.dumps({"type": "ok", "id": op_id}))
 
+    async def _withdraw_absent(self) -> None:
+        """A restored state lists the clients and joiners of the process that died; their
+        connections died with it. Those that have not connected again within the grace period
+        are gone (killed with it, say): withdraw them as a dropped connection would be, so an
+        epoch does not go on with them, nor takes their model for one that peers still hold
+        (their leaving lets the next epoch fall back to the recorded snapshot)."""
+        await asyncio.sleep(self.reconnect_grace)
+        connected = {c.signer for c in self.connections.values() if c.signer is not None}
+        st = self.state
+        members = [c.signer for c in st.pending]
+        members += [c.signer for c in st.clients if c.state == ClientState.Healthy]
+        for signer in dict.fromkeys(members):
+            if signer in connected:
+                continue
+            try:
+                self.apply_op("withdraw", {"signer": signer})
+            except CoordinatorError:
+                continue  # halted, or no longer a member
+            log.info("withdrew %s: not connected again %s s after the restart",
+                     signer.hex()[:8], self.reconnect_grace)
+
     # ---------------------------------------------------------------- main loop
     async def _tick_loop(self):
         while True:
@@ -275,4 +299,11 @@ class CoordinatorServer:
                      len(st.clients))
             if started is not None:
                 started(bound)
-            await self._tick_loop()
+            absent = None
+            if self.reconnect_grace is not None and self.withdraw_on_disconnect:
+                absent = asyncio.ensure_future(self._withdraw_absent())
+            try:
+                await self._tick_loop()
+            finally:
+                if absent is not None:
+                    absent.cancel()

@@ -1197,7 +1197,7 @@ def checkpoint_cooldown_early_end():
                  labels=(0, 1, 2), config=dict(epoch_time=8, cooldown_time=60,
                                                 checkpoint_interval=2))
     sc.rounds_until_cooldown()
-    sc.check(0 < sc.state.due_step < sc.state.param_step, f"{sc.state.due_step} {sc.state.param_step}")
+    sc.check(0 < sc.state.due_step < sc.state.param_step, "the snapshot point is not the latest")
     sc.checkpoint_op(0, "store/due", dt=1, step=sc.state.due_step,
                      param_hash=sc.state.due_hash, state=RunState.Cooldown)
     sc.tick(dt=1, state=RunState.Cooldown)
