@@ -1,0 +1,108 @@
+"""The fork case on the local chain: clients 1 and 2 train epoch 0 and the program records its
+Cooldown snapshot (in a real S3 server); the run is paused (every client withdrawn); the
+incumbents stay (the same processes join again) and a new process, client 3, joins. The next
+epoch announces the recorded snapshot: client 3 downloads it, the incumbents check theirs
+against its hash and keep them, and all three train on in lockstep: nobody starts from the
+run seed, the run does not fork.
+
+Client 3 starts while the run is paused (a paused run has no clock to lose) and the run is
+resumed once the three are registered, so the resumed epoch starts with all of them."""
+
+import itertools
+import os
+import tomllib
+
+import pytest
+import tomli_w
+
+from psyche_client.chain.keys import load_keypair
+from psyche_coordinator_core import CheckpointKind, ClientState, RunState
+from tests.chain.test_chain_e2e import CLI, cli, keypair
+from tests.chain.test_chain_snapshot_resume import ChainObserver
+from tests.integration.harness import Proc
+from tests.integration.test_snapshot_resume import write_run
+from tests.integration.test_training import applied_params, read_metrics
+
+pytest.importorskip("torch")
+pytest.importorskip("boto3")
+pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.timeout(1500)]
+RUN_ID = "snapshot-chain-fork"
+ZERO = bytes(32)
+_buckets = itertools.count()
+
+
+def test_incumbents_and_a_new_client_resume_together_on_chain(localnet, tmp_path, data_dir,
+                                                              s3_server, monkeypatch):
+    from psyche_client.snapshots import open_store
+    name = f"snapshot-chain-fork-{os.getpid()}-{next(_buckets)}"
+    open_store(f"s3://{name}", endpoint=s3_server.endpoint, credentials=s3_server.credentials,
+               progress=False).create_bucket(public_read=True)
+    monkeypatch.setenv("PSYCHE_S3_ACCESS_KEY", s3_server.access_key)
+    monkeypatch.setenv("PSYCHE_S3_SECRET_KEY", s3_server.secret_key)
+    state = write_run(tmp_path, data_dir, f"s3://{name}/run", s3_server.endpoint)
+    tables = tomllib.loads(state.read_text())
+    tables["run_id"] = RUN_ID
+    state.write_text(tomli_w.dumps(tables))
+    owner = keypair(tmp_path, "owner", localnet, sol=100)
+    cli(localnet, "create-run", "--state", str(state), keypair=owner)
+    obs = ChainObserver(localnet, RUN_ID, owner)
+    metrics = {n: tmp_path / f"client-{n}.jsonl" for n in (1, 2, 3)}
+    procs, signers = {}, {}
+
+    def start(n):
+        key = keypair(tmp_path, f"client-{n}", localnet, sol=10)
+        signers[n] = bytes(load_keypair(key).pubkey())
+        procs[n] = Proc(f"client-{n}", [
+            *CLI, "train", "--rpc", localnet.rpc_url, "--ws", localnet.ws_url,
+            "--keypair", str(key), "--run-id", RUN_ID, "--run-spec", str(state),
+            "--peer-dir", str(tmp_path / "peers"), "--torch-threads", "1",
+            "--micro-batch-size", "4", "--metrics-file", str(metrics[n])])
+
+    try:
+        start(1)
+        start(2)
+        waiting = obs.wait(lambda s: s.epoch == 1 and s.run_state == RunState.WaitingForMembers,
+                           900, "epoch 0 to end")
+        cli(localnet, "pause", "--run-id", RUN_ID, keypair=owner)
+        paused = obs.wait(lambda s: s.run_state == RunState.Paused, 120, "the pause")
+        assert paused.step == waiting.step, "the pause came after epoch 1 had started"
+        assert all(c.state != ClientState.Healthy for c in paused.clients)
+        start(3)  # the incumbents keep running: they join again by themselves
+        obs.wait(lambda s: {c.signer for c in s.pending} == set(signers.values()), 300,
+                 "the incumbents and the new client to join the paused run")
+        cli(localnet, "resume", "--run-id", RUN_ID, keypair=owner)
+        started = obs.wait(lambda s: s.epoch == 1 and s.run_state == RunState.RoundTrain, 900,
+                           "epoch 1 to start")
+        assert {c.signer for c in started.clients} == set(signers.values())
+        obs.wait(lambda s: s.epoch == 1 and s.step >= started.step + 4
+                 and s.param_step > paused.param_step, 900,
+                 "4 rounds of epoch 1, agreed by the witnesses")
+    finally:
+        for p in procs.values():
+            p.stop()
+        for n, p in procs.items():
+            (tmp_path / f"{n}-{p.name}.log").write_text("\n".join(p.lines) + "\n")
+            print(f"== {p.name}\n{p.output()}")  # shown by pytest only when the test fails
+
+    rec = paused.checkpoint
+    assert rec.hash != ZERO and rec.hash == paused.param_hash and rec.step == paused.param_step
+    assert started.checkpoint.kind == CheckpointKind.Stored
+    assert (started.checkpoint.repo, started.checkpoint.hash) == (rec.repo, rec.hash)
+    logs = {n: read_metrics(metrics[n]) for n in metrics}
+    (model,) = [r for r in logs[3] if r["event"] == "model"]
+    assert model["source"] == "store" and model["params"] == rec.hash.hex()
+    output = {n: "\n".join(procs[n].lines) for n in procs}
+    for n in (1, 2):  # the incumbents checked theirs against the recorded hash, kept them
+        assert f"keeping the held parameters, they are the recorded snapshot's (step " \
+               f"{rec.step}, params {rec.hash.hex()[:16]})" in output[n]
+    # every step of the resumed epoch up to the last one all three had applied when they were
+    # stopped (the clients apply a round at slightly different moments): one parameter hash
+    applied = applied_params(logs)
+    last = min(max((s for s, by in applied.items() if n in by), default=0) for n in logs)
+    resumed = {s: by for s, by in applied.items() if started.step <= s <= last}
+    assert len(resumed) >= 3, f"the three applied together only up to step {last}"
+    for step, by_client in resumed.items():
+        assert set(by_client) == {1, 2, 3}, f"step {step} applied by {sorted(by_client)}"
+        assert len(set().union(*by_client.values())) == 1, f"step {step}: {by_client}"
+    for n in (1, 2, 3):
+        assert "DESYNC" not in output[n] and "cannot take part" not in output[n]
