@@ -74,9 +74,9 @@ def test_incumbents_and_a_new_client_resume_together_on_chain(localnet, tmp_path
         started = obs.wait(lambda s: s.epoch == 1 and s.run_state == RunState.RoundTrain, 900,
                            "epoch 1 to start")
         assert {c.signer for c in started.clients} == set(signers.values())
-        obs.wait(lambda s: s.epoch == 1 and s.step >= started.step + 4
+        obs.wait(lambda s: s.epoch == 1 and s.step >= started.step + 5
                  and s.param_step > paused.param_step, 900,
-                 "4 rounds of epoch 1, agreed by the witnesses")
+                 "5 rounds of epoch 1, agreed by the witnesses")
     finally:
         for p in procs.values():
             p.stop()
