@@ -20,6 +20,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -113,6 +114,29 @@ def resume_and_train(run, obs, joiners, paused, rounds=4):
     obs.wait(lambda s: s.epoch == 1 and s.step >= started.step + rounds and s.param_step
              > paused.param_step, 900, f"{rounds} rounds of epoch 1, agreed by the witnesses")
     return started
+
+
+def wait_all_applied(run, clients, step, timeout=300.0) -> None:
+    """Until each of `clients` has logged the apply of `step` (they apply a round at slightly
+    different moments, later ones on a loaded machine); a metrics line still being written is
+    skipped until it is whole."""
+    deadline = time.monotonic() + timeout
+    while True:
+        behind = []
+        for n in clients:
+            path, done = run.metrics[n], False
+            for line in (path.read_text().splitlines() if path.exists() else []):
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    continue
+                done = done or (r.get("event") == "apply" and r.get("step", -1) >= step)
+            if not done:
+                behind.append(n)
+        if not behind:
+            return
+        assert time.monotonic() < deadline, f"clients {behind} never applied step {step}"
+        time.sleep(0.5)
 
 
 def test_new_clients_resume_from_the_recorded_snapshot(tmp_path, data_dir, bucket, s3_server):
@@ -210,6 +234,7 @@ def test_incumbents_and_a_new_client_resume_together(tmp_path, data_dir, bucket,
         started = resume_and_train(run, obs, [4], paused)
         signers = {run.c.signer(n) for n in (1, 2, 4)}
         assert {c.signer for c in started.clients} == signers
+        wait_all_applied(run, (1, 2, 4), started.step + 2)
     finally:
         run.c.stop()
         print(run.c.dump())  # shown by pytest only when the test fails
