@@ -8,19 +8,18 @@ run seed, the run does not fork.
 Client 3 starts while the run is paused (a paused run has no clock to lose) and the run is
 resumed once the three are registered, so the resumed epoch starts with all of them."""
 
-import itertools
-import os
-import tomllib
 
 import pytest
-import tomli_w
 
 from psyche_client.chain.keys import load_keypair
-from psyche_coordinator_core import CheckpointKind, ClientState, RunState
-from tests.chain.test_chain_e2e import CLI, cli, keypair
-from tests.chain.test_chain_snapshot_resume import ChainObserver
-from tests.integration.harness import Proc
-from tests.integration.test_snapshot_resume import write_run
+from psyche_coordinator_core import CheckpointKind, RunState
+from tests.chain.test_chain_e2e import cli
+from tests.chain.test_chain_snapshot_resume import (
+    ChainObserver,
+    create_chain_run,
+    pause_after_epoch_0,
+    start_chain_client,
+)
 from tests.integration.test_training import applied_params, read_metrics
 
 pytest.importorskip("torch")
@@ -28,45 +27,24 @@ pytest.importorskip("boto3")
 pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.timeout(1500)]
 RUN_ID = "snapshot-chain-fork"
 ZERO = bytes(32)
-_buckets = itertools.count()
 
 
 def test_incumbents_and_a_new_client_resume_together_on_chain(localnet, tmp_path, data_dir,
                                                               s3_server, monkeypatch):
-    from psyche_client.snapshots import open_store
-    name = f"snapshot-chain-fork-{os.getpid()}-{next(_buckets)}"
-    open_store(f"s3://{name}", endpoint=s3_server.endpoint, credentials=s3_server.credentials,
-               progress=False).create_bucket(public_read=True)
-    monkeypatch.setenv("PSYCHE_S3_ACCESS_KEY", s3_server.access_key)
-    monkeypatch.setenv("PSYCHE_S3_SECRET_KEY", s3_server.secret_key)
-    state = write_run(tmp_path, data_dir, f"s3://{name}/run", s3_server.endpoint)
-    tables = tomllib.loads(state.read_text())
-    tables["run_id"] = RUN_ID
-    state.write_text(tomli_w.dumps(tables))
-    owner = keypair(tmp_path, "owner", localnet, sol=100)
-    cli(localnet, "create-run", "--state", str(state), keypair=owner)
+    state, _, owner = create_chain_run(localnet, tmp_path, data_dir, s3_server, monkeypatch,
+                                       RUN_ID)
     obs = ChainObserver(localnet, RUN_ID, owner)
     metrics = {n: tmp_path / f"client-{n}.jsonl" for n in (1, 2, 3)}
     procs, signers = {}, {}
 
     def start(n):
-        key = keypair(tmp_path, f"client-{n}", localnet, sol=10)
+        key, procs[n] = start_chain_client(localnet, tmp_path, RUN_ID, state, metrics[n], n)
         signers[n] = bytes(load_keypair(key).pubkey())
-        procs[n] = Proc(f"client-{n}", [
-            *CLI, "train", "--rpc", localnet.rpc_url, "--ws", localnet.ws_url,
-            "--keypair", str(key), "--run-id", RUN_ID, "--run-spec", str(state),
-            "--peer-dir", str(tmp_path / "peers"), "--torch-threads", "1",
-            "--micro-batch-size", "4", "--metrics-file", str(metrics[n])])
 
     try:
         start(1)
         start(2)
-        waiting = obs.wait(lambda s: s.epoch == 1 and s.run_state == RunState.WaitingForMembers,
-                           900, "epoch 0 to end")
-        cli(localnet, "pause", "--run-id", RUN_ID, keypair=owner)
-        paused = obs.wait(lambda s: s.run_state == RunState.Paused, 120, "the pause")
-        assert paused.step == waiting.step, "the pause came after epoch 1 had started"
-        assert all(c.state != ClientState.Healthy for c in paused.clients)
+        paused = pause_after_epoch_0(localnet, obs, owner, RUN_ID)
         start(3)  # the incumbents keep running: they join again by themselves
         obs.wait(lambda s: {c.signer for c in s.pending} == set(signers.values()), 300,
                  "the incumbents and the new client to join the paused run")

@@ -76,10 +76,11 @@ class ChainObserver:
         asyncio.run(go())
 
 
-def test_new_clients_resume_from_the_recorded_snapshot_on_chain(localnet, tmp_path, data_dir,
-                                                                 s3_server, monkeypatch):
+def create_chain_run(localnet, tmp_path, data_dir, s3_server, monkeypatch, run_id):
+    """The run made with the CLI, its store a fresh public-read bucket (the client processes get
+    the write credentials through the environment): (state.toml, bucket url, owner keypair)."""
     from psyche_client.snapshots import open_store
-    name = f"snapshot-chain-{os.getpid()}-{next(_buckets)}"
+    name = f"{run_id}-{os.getpid()}-{next(_buckets)}"
     open_store(f"s3://{name}", endpoint=s3_server.endpoint, credentials=s3_server.credentials,
                progress=False).create_bucket(public_read=True)
     bucket = f"s3://{name}/run"
@@ -87,31 +88,50 @@ def test_new_clients_resume_from_the_recorded_snapshot_on_chain(localnet, tmp_pa
     monkeypatch.setenv("PSYCHE_S3_SECRET_KEY", s3_server.secret_key)
     state = write_run(tmp_path, data_dir, bucket, s3_server.endpoint)
     tables = tomllib.loads(state.read_text())
-    tables["run_id"] = RUN_ID
+    tables["run_id"] = run_id
     state.write_text(tomli_w.dumps(tables))
     owner = keypair(tmp_path, "owner", localnet, sol=100)
     cli(localnet, "create-run", "--state", str(state), keypair=owner)
+    return state, bucket, owner
+
+
+def start_chain_client(localnet, tmp_path, run_id, state, metrics_file, n):
+    """Client n's `train` process, with a funded keypair of its own: (keypair path, Proc)."""
+    key = keypair(tmp_path, f"client-{n}", localnet, sol=10)
+    return key, Proc(f"client-{n}", [
+        *CLI, "train", "--rpc", localnet.rpc_url, "--ws", localnet.ws_url,
+        "--keypair", str(key), "--run-id", run_id, "--run-spec", str(state),
+        "--peer-dir", str(tmp_path / "peers"), "--torch-threads", "1",
+        "--micro-batch-size", "4", "--metrics-file", str(metrics_file)])
+
+
+def pause_after_epoch_0(localnet, obs, owner, run_id):
+    """Epoch 0 ends (its Cooldown ended by the recorded snapshot); the run is paused in the
+    WaitingForMembers that follows: every client withdrawn."""
+    waiting = obs.wait(lambda s: s.epoch == 1 and s.run_state == RunState.WaitingForMembers,
+                       900, "epoch 0 to end")
+    cli(localnet, "pause", "--run-id", run_id, keypair=owner)
+    paused = obs.wait(lambda s: s.run_state == RunState.Paused, 120, "the pause")
+    assert paused.step == waiting.step, "the pause came after epoch 1 had started"
+    assert all(c.state != ClientState.Healthy for c in paused.clients)
+    return paused
+
+
+def test_new_clients_resume_from_the_recorded_snapshot_on_chain(localnet, tmp_path, data_dir,
+                                                                 s3_server, monkeypatch):
+    state, bucket, owner = create_chain_run(localnet, tmp_path, data_dir, s3_server,
+                                            monkeypatch, RUN_ID)
     obs = ChainObserver(localnet, RUN_ID, owner)
     metrics = {n: tmp_path / f"client-{n}.jsonl" for n in (1, 2, 3, 4)}
     procs, keys = {}, {}
 
     def start(n):
-        key = keys[n] = keypair(tmp_path, f"client-{n}", localnet, sol=10)
-        procs[n] = Proc(f"client-{n}", [
-            *CLI, "train", "--rpc", localnet.rpc_url, "--ws", localnet.ws_url,
-            "--keypair", str(key), "--run-id", RUN_ID, "--run-spec", str(state),
-            "--peer-dir", str(tmp_path / "peers"), "--torch-threads", "1",
-            "--micro-batch-size", "4", "--metrics-file", str(metrics[n])])
+        keys[n], procs[n] = start_chain_client(localnet, tmp_path, RUN_ID, state, metrics[n], n)
 
     try:
         start(1)
         start(2)
-        waiting = obs.wait(lambda s: s.epoch == 1 and s.run_state == RunState.WaitingForMembers,
-                           900, "epoch 0 to end")
-        cli(localnet, "pause", "--run-id", RUN_ID, keypair=owner)
-        paused = obs.wait(lambda s: s.run_state == RunState.Paused, 120, "the pause")
-        assert paused.step == waiting.step, "the pause came after epoch 1 had started"
-        assert all(c.state != ClientState.Healthy for c in paused.clients)
+        paused = pause_after_epoch_0(localnet, obs, owner, RUN_ID)
         for n in (1, 2):  # every client leaves
             procs[n].stop()
             if any(c.signer == bytes(load_keypair(keys[n]).pubkey()) for c in paused.pending):
@@ -135,6 +155,7 @@ def test_new_clients_resume_from_the_recorded_snapshot_on_chain(localnet, tmp_pa
     assert rec.hash != ZERO and rec.hash == paused.param_hash and rec.step == paused.param_step
     assert started.checkpoint.kind == CheckpointKind.Stored
     assert (started.checkpoint.repo, started.checkpoint.hash) == (rec.repo, rec.hash)
+    from psyche_client.snapshots import open_store
     listed = dict(open_store(bucket, endpoint=s3_server.endpoint, progress=False).list())
     assert rec.repo in listed and listed[rec.repo].param_hash == rec.hash.hex()
     logs = {n: read_metrics(metrics[n]) for n in metrics}
