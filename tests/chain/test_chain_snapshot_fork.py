@@ -12,9 +12,10 @@ resumed once the three are registered, so the resumed epoch starts with all of t
 import pytest
 
 from psyche_client.chain.keys import load_keypair
-from psyche_coordinator_core import CheckpointKind, RunState
+from psyche_coordinator_core import CheckpointKind
 from tests.chain.test_chain_e2e import cli
 from tests.chain.test_chain_snapshot_resume import (
+    STARTED,
     ChainObserver,
     create_chain_run,
     pause_after_epoch_0,
@@ -49,7 +50,7 @@ def test_incumbents_and_a_new_client_resume_together_on_chain(localnet, tmp_path
         obs.wait(lambda s: {c.signer for c in s.pending} == set(signers.values()), 300,
                  "the incumbents and the new client to join the paused run")
         cli(localnet, "resume", "--run-id", RUN_ID, keypair=owner)
-        started = obs.wait(lambda s: s.epoch == 1 and s.run_state == RunState.RoundTrain, 900,
+        started = obs.wait(lambda s: s.epoch == 1 and s.run_state in STARTED, 900,
                            "epoch 1 to start")
         assert {c.signer for c in started.clients} == set(signers.values())
         obs.wait(lambda s: s.epoch == 1 and s.step >= started.step + 5
