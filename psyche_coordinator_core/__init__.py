@@ -21,6 +21,7 @@ from .state import (
     Checkpoint,
     CheckpointKind,
     Client,
+    ClientPhase,
     ClientState,
     Committee,
     CoordinatorState,
@@ -30,7 +31,8 @@ from .state import (
 )
 
 __all__ = [
-    "BatchId", "Checkpoint", "CheckpointKind", "Client", "ClientState", "Committee", "ConfigError",
+    "BatchId", "Checkpoint", "CheckpointKind", "Client", "ClientPhase", "ClientState", "Committee",
+    "ConfigError",
     "CoordinatorError", "CoordinatorState", "LayoutError", "OPERATIONS", "Round", "RoundCommittee",
     "RunConfig", "RunState", "STATE_SIZE", "Witness", "WitnessBloom", "apply", "assign_batches",
     "assign_verifications", "batch_size", "bloom_contains", "bloom_of", "expected_witnesses",

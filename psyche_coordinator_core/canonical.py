@@ -6,14 +6,16 @@ Fixed size, little-endian, every padding byte explicit and zero. Offsets (bytes)
                      epoch_start_data_index:u64 epoch:u32 step:u32 start_step:u32 last_step:u32
                      rounds_head:u32 clients_len:u16 pending_len:u16 run_state:u8 first_round:u8
                      pending_pause:u8 checkpoint_kind:u8 layout_version:u32
-  config   96..176   see CONFIG_FORMAT
+  config   96..176   see CONFIG_FORMAT (CONFIG_FIELDS in order)
   repo     176..304  checkpoint_repo[64] checkpoint_revision[64]
   hashes   304..416  checkpoint_hash[32] param_hash[32] due_hash[32] checkpoint_step:u32
                      param_step:u32 due_step:u32 _pad[4]
-  clients  416..     [Client; 256]  signer[32] p2p_identity[32] state:u8 _pad[7]   (72 each)
+  clients  416..     [Client; 256]  signer[32] p2p_identity[32] state:u8 phase:u8 _pad[2]
+                                    since:u32   (72 each)
   pending            [Client; 256]
   rounds             [Round; 4]  height:u32 participant_count:u16 witnesses_len:u16
-                     data_index:u64 random_seed:u64 participants[32] (bit i = client i, LSB first)
+                     data_index:u64 random_seed:u64 participants[32] warming[32]
+                     (bit i = client i, LSB first)
                      [Witness; 32]  index:u16 _pad[6] broadcast_merkle[32] param_hash[32]
                                     participant_bloom[356] broadcast_bloom[356]   (784 each)
 
@@ -39,6 +41,7 @@ from .state import (
     Checkpoint,
     CheckpointKind,
     Client,
+    ClientPhase,
     ClientState,
     CoordinatorState,
     Round,
@@ -47,15 +50,15 @@ from .state import (
 )
 
 HEADER_FORMAT = "<32sQQQQIIIIIHHBBBBI"
-CONFIG_FORMAT = "<QQQQQQIIIHHHHHBBB7x"
+CONFIG_FORMAT = "<QQQQQQIIIHHHHHHHHBBBB"
 CONFIG_FIELDS = ("warmup_time", "cooldown_time", "max_round_train_time", "round_witness_time",
                  "epoch_time", "global_batch_size_warmup_tokens", "total_steps", "max_seq_len",
                  "checkpoint_interval", "min_clients", "init_min_clients", "witness_nodes",
-                 "global_batch_size_start",
-                 "global_batch_size_end", "verification_percent", "checkpointer_percent",
-                 "waiting_for_members_extra_time")
-CLIENT_FORMAT = "<32s32sB7x"
-ROUND_HEAD_FORMAT = "<IHHQQ32s"
+                 "global_batch_size_start", "global_batch_size_end", "max_clients",
+                 "max_syncing", "kept_rounds", "verification_percent", "checkpointer_percent",
+                 "waiting_for_members_extra_time", "sync_warmup_rounds")
+CLIENT_FORMAT = "<32s32sBBxxI"
+ROUND_HEAD_FORMAT = "<IHHQQ32s32s"
 WITNESS_HEAD_FORMAT = "<H6x32s32s"
 HASHES_FORMAT = "<32s32s32sIII4x"
 VERSION_OFFSET = 92
@@ -76,7 +79,7 @@ STATE_SIZE = ROUNDS_OFFSET + NUM_STORED_ROUNDS * ROUND_SIZE
 
 assert (HEADER_SIZE, CONFIG_SIZE, CLIENT_SIZE, WITNESS_SIZE) == (96, 80, 72, 784)
 assert (REPO_OFFSET, HASHES_OFFSET, CLIENTS_OFFSET) == (176, 304, 416)
-assert ROUND_SIZE % 8 == 0 and STATE_SIZE == 137856
+assert ROUND_SIZE % 8 == 0 and STATE_SIZE == 137984
 
 
 class LayoutError(ValueError):
@@ -102,7 +105,8 @@ def encode_config(config: RunConfig) -> bytes:
 
 
 def _encode_client(c: Client) -> bytes:
-    return struct.pack(CLIENT_FORMAT, c.signer, c.p2p_identity, int(c.state))
+    return struct.pack(CLIENT_FORMAT, c.signer, c.p2p_identity, int(c.state), int(c.phase),
+                       c.since)
 
 
 def _encode_witness(w: Witness) -> bytes:
@@ -113,7 +117,7 @@ def _encode_witness(w: Witness) -> bytes:
 def _encode_round(r: Round) -> bytes:
     head = struct.pack(ROUND_HEAD_FORMAT, r.height, bin(r.participants).count("1"),
                        len(r.witnesses), r.data_index, r.random_seed,
-                       r.participants.to_bytes(32, "little"))
+                       r.participants.to_bytes(32, "little"), r.warming.to_bytes(32, "little"))
     body = b"".join(_encode_witness(w) for w in r.witnesses)
     return head + body.ljust(MAX_WITNESSES * WITNESS_SIZE, b"\0")
 
@@ -146,19 +150,21 @@ def _decode_clients(data: bytes, offset: int, count: int) -> list:
         raise LayoutError(f"client count {count} > {MAX_CLIENTS}")
     out = []
     for i in range(count):
-        signer, p2p, state = struct.unpack_from(CLIENT_FORMAT, data, offset + i * CLIENT_SIZE)
+        signer, p2p, state, phase, since = struct.unpack_from(CLIENT_FORMAT, data,
+                                                              offset + i * CLIENT_SIZE)
         try:
-            out.append(Client(signer, p2p, ClientState(state)))
+            out.append(Client(signer, p2p, ClientState(state), ClientPhase(phase), since))
         except ValueError as e:
             raise LayoutError(f"client {i}: {e}") from None
     return out
 
 
 def _decode_round(data: bytes, offset: int) -> Round:
-    height, count, n_wit, data_index, seed, bitmap = struct.unpack_from(ROUND_HEAD_FORMAT, data,
-                                                                         offset)
-    participants = int.from_bytes(bitmap, "little")
-    if bin(participants).count("1") != count or n_wit > MAX_WITNESSES:
+    height, count, n_wit, data_index, seed, bitmap, warm = struct.unpack_from(ROUND_HEAD_FORMAT,
+                                                                               data, offset)
+    participants, warming = int.from_bytes(bitmap, "little"), int.from_bytes(warm, "little")
+    if (bin(participants).count("1") != count or n_wit > MAX_WITNESSES
+            or warming & ~participants):
         raise LayoutError("round counts do not match its contents")
     witnesses, pos = [], offset + struct.calcsize(ROUND_HEAD_FORMAT)
     head = struct.calcsize(WITNESS_HEAD_FORMAT)
@@ -172,7 +178,7 @@ def _decode_round(data: bytes, offset: int) -> Round:
         except Exception as e:  # MalformedBloom
             raise LayoutError(str(e)) from None
         pos += WITNESS_SIZE
-    return Round(height, data_index, seed, participants, witnesses)
+    return Round(height, data_index, seed, participants, warming, witnesses)
 
 
 def layout_version_of(data: bytes) -> int:

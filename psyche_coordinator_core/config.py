@@ -2,7 +2,13 @@
 
 from dataclasses import asdict, dataclass, fields
 
-from .constants import MAX_CLIENTS, MAX_TIME_SECONDS, MAX_WARMUP_TOKENS, MAX_WITNESSES
+from .constants import (
+    MAX_CLIENTS,
+    MAX_SYNC_WARMUP_ROUNDS,
+    MAX_TIME_SECONDS,
+    MAX_WARMUP_TOKENS,
+    MAX_WITNESSES,
+)
 from .errors import ConfigError
 
 U8, U16, U32, U64 = (1 << 8) - 1, (1 << 16) - 1, (1 << 32) - 1, (1 << 64) - 1
@@ -29,6 +35,11 @@ class RunConfig:
     checkpointer_percent: int = 0  # share elected to checkpoint at cooldown; 0 = anyone may
     waiting_for_members_extra_time: int = 3  # least time in WaitingForMembers before Warmup
     checkpoint_interval: int = 0  # also snapshot mid-epoch every this many steps; 0 = Cooldown only
+    # joining a live run (seed 002)
+    max_clients: int = MAX_CLIENTS  # capacity: a join beyond it is refused (RunFull)
+    max_syncing: int = 0  # clients syncing at once, the rest queue; 0: joins wait for next epoch
+    kept_rounds: int = 64  # rounds of applied results every client keeps for syncing peers
+    sync_warmup_rounds: int = 2  # rounds a synced client trains before its results are applied
 
     def validate(self) -> "RunConfig":
         """Raise ConfigError for the first field out of range; return self when valid."""
@@ -67,6 +78,16 @@ class RunConfig:
         n = self.total_steps
         need("checkpoint_interval", lambda v: 0 <= v <= n,
              f"an integer in [0, total_steps] = [0, {n}] (0 = only at Cooldown)")
+        i = self.init_min_clients
+        need("max_clients", lambda v: i <= v <= MAX_CLIENTS,
+             f"an integer in [init_min_clients, {MAX_CLIENTS}] = [{i}, {MAX_CLIENTS}]")
+        need("max_syncing", lambda v: 0 <= v <= MAX_CLIENTS,
+             f"an integer in [0, {MAX_CLIENTS}] (0 = joins wait for the next epoch)")
+        c = self.checkpoint_interval
+        need("kept_rounds", lambda v: c <= v <= U16,
+             f"an integer in [checkpoint_interval, {U16}] = [{c}, {U16}]")
+        need("sync_warmup_rounds", lambda v: 0 <= v <= MAX_SYNC_WARMUP_ROUNDS,
+             f"an integer in [0, {MAX_SYNC_WARMUP_ROUNDS}]")
         return self
 
     def to_dict(self) -> dict:

@@ -12,8 +12,10 @@ ZERO_HASH = bytes(PARAM_HASH_LEN)
 
 # The account layout's version, stored in the state (offset 92). Bump it with any change to the
 # canonical bytes: a reader meeting another version stops instead of misreading the fields.
-# 1: the layout before the version existed (those 4 bytes were zero padding); 2: parameter hashes.
-LAYOUT_VERSION = 2
+# 1: the layout before the version existed (those 4 bytes were zero padding); 2: parameter hashes;
+# 3: client phases (join mid-epoch), the rounds' warming mask, the join settings.
+LAYOUT_VERSION = 3
+MAX_SYNC_WARMUP_ROUNDS = 32  # the most rounds a synced client may warm up for
 
 # Witness bloom filters (pybloom-live, partitioned). capacity 256 and error rate 0.005 give
 # 8 slices of 353 bits hashed with XXH3-128: about 0.5% false positives at 256 items, under

@@ -27,6 +27,7 @@ from .state import (
     Checkpoint,
     CheckpointKind,
     Client,
+    ClientPhase,
     ClientState,
     CoordinatorState,
     Round,
@@ -97,7 +98,7 @@ def _start_epoch(s: CoordinatorState, now: int) -> None:
         else:
             kind = CheckpointKind.Hub if s.checkpoint.repo else CheckpointKind.Dummy
         s.checkpoint = replace(s.checkpoint, kind=kind)
-    s.clients = [c.with_state(ClientState.Healthy) for c in joining]
+    s.clients = [Client(c.signer, c.p2p_identity, since=s.step) for c in joining]
     s.rounds = [Round() for _ in s.rounds]
     s.rounds_head = 0
     s.first_round = True
@@ -107,7 +108,27 @@ def _start_epoch(s: CoordinatorState, now: int) -> None:
     _change_state(s, now, RunState.Warmup)
 
 
+def _set_phase(s: CoordinatorState, index: int, phase: ClientPhase) -> None:
+    s.clients[index] = s.clients[index].with_phase(phase, s.step)
+
+
+def _promote_queued(s: CoordinatorState) -> None:
+    """Queued clients start syncing, first come first served, while max_syncing allows."""
+    while s.syncing_count() < s.config.max_syncing:
+        queued = [(c.since, i) for i, c in enumerate(s.clients)
+                  if c.state == ClientState.Healthy and c.phase == ClientPhase.Queued]
+        if not queued:
+            return
+        _set_phase(s, min(queued)[1], ClientPhase.Syncing)
+
+
 def _start_round_train(s: CoordinatorState, now: int) -> None:
+    # a client synced during round w warms up in rounds w+1..w+K, and is Active from w+K+1
+    warm = s.config.sync_warmup_rounds
+    for i, c in enumerate(s.clients):
+        if c.trains and c.phase == ClientPhase.WarmingUp and s.step >= c.since + warm + 1:
+            _set_phase(s, i, ClientPhase.Active)
+    _promote_queued(s)
     if s.first_round:
         head, height, data_index = 0, 0, s.epoch_start_data_index
     else:
@@ -117,17 +138,29 @@ def _start_round_train(s: CoordinatorState, now: int) -> None:
         data_index = prev.data_index + round_batch_size(s.config, prev)
     s.rounds_head = head
     s.rounds[head] = Round(height=height, data_index=data_index, random_seed=round_seed(s, now),
-                           participants=s.healthy_mask())
+                           participants=s.training_mask(), warming=s.warming_mask())
     _change_state(s, now, RunState.RoundTrain)
 
 
 def _warmup_ready(s: CoordinatorState) -> bool:
-    """Enough clients to train, and every healthy one (up to 32) has said its model is loaded.
-    Warmup witnesses of clients that left since do not count."""
-    healthy = s.healthy_count()
-    ready = sum(1 for w in s.current_round.witnesses
-                if s.clients[w.index].state == ClientState.Healthy)
-    return healthy >= s.config.min_clients and ready >= min(healthy, MAX_WITNESSES)
+    """Enough clients to train, and every one (up to 32) has said its model is loaded. Warmup
+    witnesses of clients that left (or went back to syncing) since do not count."""
+    training = s.training_count()
+    ready = sum(1 for w in s.current_round.witnesses if s.clients[w.index].trains)
+    return training >= s.config.min_clients and ready >= min(training, MAX_WITNESSES)
+
+
+def _drop_unready(s: CoordinatorState) -> None:
+    """Warmup timed out: clients that never said their model is loaded (killed, crashed, cut
+    off, too slow) are dropped instead of holding rounds they cannot train; they may join again
+    (mid-epoch, when the run allows it)."""
+    ready = {w.index for w in s.current_round.witnesses}
+    dropped = set()
+    for i, c in enumerate(s.clients):
+        if c.trains and i not in ready:
+            s.clients[i] = c.with_state(ClientState.Dropped)
+            dropped.add(c.signer)
+    s.pending = [c for c in s.pending if c.signer not in dropped]
 
 
 def _withdraw_all(s: CoordinatorState) -> None:
@@ -149,7 +182,7 @@ def _end_round(s: CoordinatorState, now: int) -> None:
         # drain: two more rounds without training witness and apply the last results
         s.last_step = s.step + 2
     elected = expected_witnesses(cfg.witness_nodes, len(cur.participant_indices()))
-    if ((s.last_step and s.step >= s.last_step) or s.healthy_count() < cfg.min_clients
+    if ((s.last_step and s.step >= s.last_step) or s.training_count() < cfg.min_clients
             or len(cur.witnesses) < witness_quorum(elected) or s.pending_pause):
         _change_state(s, now, RunState.Cooldown)
     else:
@@ -193,7 +226,9 @@ def tick(s: CoordinatorState, now: int) -> None:
                 and _timed_out(s, now, cfg.waiting_for_members_extra_time)):
             _start_epoch(s, now)
     elif st == RunState.Warmup:
-        if s.healthy_count() < cfg.min_clients:
+        if _timed_out(s, now, cfg.warmup_time):
+            _drop_unready(s)
+        if s.training_count() < cfg.min_clients:
             _start_waiting_for_members(s, now)
         elif _timed_out(s, now, cfg.warmup_time) or _warmup_ready(s):
             # ready: the last client not yet ready may have left since the last warmup witness
@@ -215,13 +250,47 @@ def _key(value, name: str) -> bytes:
     return bytes(value)
 
 
+def _require_room(s: CoordinatorState, signer: bytes) -> None:
+    i = s.client_index(signer)
+    if i is not None and s.clients[i].state == ClientState.Healthy:
+        return  # already counted: a client of this epoch joining for the next one
+    if s.member_count() >= s.config.max_clients:
+        raise CoordinatorError("RunFull", f"the run is full: {s.member_count()} of "
+                               f"{s.config.max_clients} clients")
+
+
+def _joins_mid_epoch(s: CoordinatorState, signer: bytes) -> bool:
+    if s.config.max_syncing == 0 or s.run_state not in (RunState.Warmup, RunState.RoundTrain,
+                                                        RunState.RoundWitness):
+        return False
+    i = s.client_index(signer)
+    return i is None or s.clients[i].state != ClientState.Healthy
+
+
 def join(s: CoordinatorState, now: int, signer: bytes, p2p_identity: bytes) -> None:
-    """Register for the next epoch. A client takes part in one epoch per join."""
+    """Join the run. During an epoch's Warmup or rounds (when max_syncing allows joins mid-epoch)
+    a newcomer enters this epoch Queued and syncs when the queue lets it; otherwise, and for a
+    client of this epoch, the join is for the next epoch. One join covers one epoch."""
     signer, p2p_identity = _key(signer, "signer"), _key(p2p_identity, "p2p_identity")
     if s.run_state == RunState.Finished:
         raise CoordinatorError("RunFinished", "the run has finished")
     if s.pending_index(signer) is not None:
         raise CoordinatorError("AlreadyJoined", "already joined for the next epoch")
+    _require_room(s, signer)
+    if _joins_mid_epoch(s, signer):
+        if s.member_count() >= s.config.global_batch_size_end:
+            raise CoordinatorError("MoreClientsThanBatches",
+                                   "more clients than sequences in a batch would leave some idle")
+        queued = Client(signer, p2p_identity, ClientState.Healthy, ClientPhase.Queued, s.step)
+        i = s.client_index(signer)
+        if i is not None:
+            s.clients[i] = queued  # it left or was dropped this epoch: back at the queue's tail
+        elif len(s.clients) >= MAX_CLIENTS:
+            raise CoordinatorError("ClientsFull", f"{MAX_CLIENTS} clients in this epoch already")
+        else:
+            s.clients.append(queued)
+        _promote_queued(s)
+        return
     if len(s.pending) >= MAX_CLIENTS:
         raise CoordinatorError("ClientsFull", f"{MAX_CLIENTS} clients are already waiting")
     if len(s.pending) >= s.config.global_batch_size_end:
@@ -274,7 +343,9 @@ def warmup_witness(s: CoordinatorState, now: int, signer: bytes, index: int) -> 
         return  # a late warmup witness: training already started, nothing to do
     if s.run_state != RunState.Warmup:
         raise CoordinatorError("InvalidRunState", f"warmup witness during {s.run_state.name}")
-    _push_witness(s.current_round, Witness(_sender(s, signer, index)))
+    index = _sender(s, signer, index)
+    _require_phase(s, index, (ClientPhase.Active, ClientPhase.WarmingUp), "warmup witness")
+    _push_witness(s.current_round, Witness(index))
     if _warmup_ready(s):
         _start_round_train(s, now)  # below min_clients the next tick ends the warmup instead
 
@@ -309,9 +380,21 @@ def witness(s: CoordinatorState, now: int, signer: bytes, index: int, step: int,
     _push_witness(cur, Witness(index, participant_bloom, broadcast_bloom, bytes(broadcast_merkle),
                                param_hash))
     _agree_on_params(s, committee.elected_witnesses, param_hash)
+    _lagging_witnesses_sync(s)
     if s.run_state == RunState.RoundTrain and len(cur.witnesses) >= committee.elected_witnesses:
         # opportunistic witnessing: every elected witness has all results, no need to wait
         _change_state(s, now, RunState.RoundWitness)
+
+
+def _lagging_witnesses_sync(s: CoordinatorState) -> None:
+    """Once this step's parameters are agreed, a witness that committed others lags: it goes
+    back to syncing (the client notices too and replays; see `resync`)."""
+    if s.param_step != s.step:
+        return
+    for w in s.current_round.witnesses:
+        c = s.clients[w.index]
+        if c.trains and w.param_hash not in (ZERO_HASH, s.param_hash):
+            _set_phase(s, w.index, ClientPhase.Syncing)
 
 
 def _agree_on_params(s: CoordinatorState, elected: int, h: bytes) -> None:
@@ -325,6 +408,44 @@ def _agree_on_params(s: CoordinatorState, elected: int, h: bytes) -> None:
     interval = s.config.checkpoint_interval
     if interval and s.step % interval == 0:
         s.due_hash, s.due_step = h, s.step
+
+
+def _require_phase(s: CoordinatorState, index: int, phases: tuple, what: str) -> None:
+    phase = s.clients[index].phase
+    if phase not in phases:
+        raise CoordinatorError("WrongPhase", f"{what} from client {index}, which is "
+                               f"{phase.name}, not {' or '.join(p.name for p in phases)}")
+
+
+def synced(s: CoordinatorState, now: int, signer: bytes, index: int, step: int,
+           param_hash: bytes) -> None:
+    """A syncing client replayed the applied results up to the agreed parameters: its hash for
+    `step` is the quorum's. It warms up next (trains; its results are not applied yet)."""
+    _require_round(s, "synced")
+    index = _sender(s, signer, index)
+    _require_phase(s, index, (ClientPhase.Syncing,), "synced")
+    param_hash = _hash_arg(param_hash, "param_hash")
+    if type(step) is not int or not 0 <= step < 1 << 32:
+        raise CoordinatorError("InvalidOperation", "step must be an integer in [0, 2^32)")
+    if s.param_hash == ZERO_HASH or (step, param_hash) != (s.param_step, s.param_hash):
+        why = ("the agreed parameters are of a later step" if step < s.param_step
+               else "no parameters are agreed for that step yet" if step > s.param_step
+               else "they differ from the agreed parameters")
+        raise CoordinatorError(
+            "SyncHashMismatch", f"step {step} with params {param_hash.hex()[:16]}: {why} "
+            f"(step {s.param_step}: {s.param_hash.hex()[:16]})")
+    _set_phase(s, index, ClientPhase.WarmingUp)
+
+
+def resync(s: CoordinatorState, now: int, signer: bytes, index: int) -> None:
+    """A client lags (its parameters are not the quorum's, or it misses results it cannot
+    fetch): it goes back to syncing at once, without queueing."""
+    _require_running(s)
+    if s.run_state not in (RunState.Warmup, RunState.RoundTrain, RunState.RoundWitness):
+        raise CoordinatorError("InvalidRunState", f"resync during {s.run_state.name}")
+    index = _sender(s, signer, index)
+    _require_phase(s, index, (ClientPhase.Active, ClientPhase.WarmingUp), "resync")
+    _set_phase(s, index, ClientPhase.Syncing)
 
 
 def trainer_score(s: CoordinatorState, rnd: Round, signer: bytes) -> int:
@@ -452,6 +573,8 @@ OPERATIONS = {
     "witness": witness,
     "health_check": health_check,
     "checkpoint": checkpoint,
+    "synced": synced,
+    "resync": resync,
     "pause": pause,
     "resume": resume,
     "update": update,
@@ -473,7 +596,7 @@ def tick_deadline(s: CoordinatorState):
             return None
         duration = cfg.waiting_for_members_extra_time
     elif st in durations:
-        if st == RunState.Warmup and (s.healthy_count() < cfg.min_clients or _warmup_ready(s)):
+        if st == RunState.Warmup and (s.training_count() < cfg.min_clients or _warmup_ready(s)):
             return s.run_state_start
         duration = durations[st]
     else:

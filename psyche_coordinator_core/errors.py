@@ -29,6 +29,9 @@ class CoordinatorError(Exception):
         "InvalidConfig",
         "InvalidRunId",
         "InvalidOperation",
+        "RunFull",
+        "WrongPhase",
+        "SyncHashMismatch",
     )
 
     def __init__(self, code: str, detail: str = ""):

@@ -21,6 +21,8 @@ ARGS = {
                 "broadcast_merkle", "param_hash"},
     "health_check": {"signer", "index", "targets"},
     "checkpoint": {"signer", "index", "repo", "revision", "step", "param_hash"},
+    "synced": {"signer", "index", "step", "param_hash"},
+    "resync": {"signer", "index"},
     "pause": set(),
     "resume": set(),
     "update": {"config", "checkpoint"},

@@ -36,6 +36,21 @@ class ClientState(IntEnum):
     Withdrawn = 2  # left (disconnect, pause, or an epoch without witnesses)
 
 
+class ClientPhase(IntEnum):
+    """Where a client stands in joining (seed 002). Clients of an epoch's start are Active; a
+    client that joins mid-epoch is Queued, then Syncing (replays applied results to the agreed
+    parameters; no batches), then WarmingUp (trains, its results are witnessed but not applied),
+    then Active."""
+    Active = 0
+    Queued = 1
+    Syncing = 2
+    WarmingUp = 3
+
+    @property
+    def trains(self) -> bool:
+        return self in (ClientPhase.Active, ClientPhase.WarmingUp)
+
+
 class CheckpointKind(IntEnum):
     Dummy = 0  # no source: the model is initialized from the run seed
     Hub = 1  # load from the checkpoint repo
@@ -62,9 +77,19 @@ class Client:
     signer: bytes  # 32-byte ed25519 public key that signs this client's operations
     p2p_identity: bytes  # 32-byte key of its peer-to-peer endpoint
     state: ClientState = ClientState.Healthy
+    phase: ClientPhase = ClientPhase.Active
+    since: int = 0  # the step at which the current phase began
 
     def with_state(self, state: ClientState) -> "Client":
         return replace(self, state=state)
+
+    def with_phase(self, phase: ClientPhase, step: int) -> "Client":
+        return replace(self, phase=phase, since=step)
+
+    @property
+    def trains(self) -> bool:
+        """Healthy and in a phase that takes part in rounds (Active or WarmingUp)."""
+        return self.state == ClientState.Healthy and self.phase.trains
 
 
 @dataclass(frozen=True)
@@ -82,6 +107,7 @@ class Round:
     data_index: int = 0  # first sequence of this round's batch
     random_seed: int = 0
     participants: int = 0  # bitmask over `clients` indices: who takes part in this round
+    warming: int = 0  # participants WarmingUp at the round's start: trained, never applied
     witnesses: list = field(default_factory=list)
 
     def clone(self) -> "Round":
@@ -162,9 +188,29 @@ class CoordinatorState:
     def healthy_count(self) -> int:
         return sum(1 for c in self.clients if c.state == ClientState.Healthy)
 
-    def healthy_mask(self) -> int:
+    def _mask(self, keep) -> int:
         mask = 0
         for i, c in enumerate(self.clients):
-            if c.state == ClientState.Healthy:
+            if keep(c):
                 mask |= 1 << i
         return mask
+
+    def training_count(self) -> int:
+        """Clients that take part in rounds: what min_clients counts."""
+        return sum(1 for c in self.clients if c.trains)
+
+    def training_mask(self) -> int:
+        return self._mask(lambda c: c.trains)
+
+    def warming_mask(self) -> int:
+        return self._mask(lambda c: c.trains and c.phase == ClientPhase.WarmingUp)
+
+    def syncing_count(self) -> int:
+        """Clients in a sync phase (Syncing or WarmingUp): what max_syncing bounds."""
+        return sum(1 for c in self.clients if c.state == ClientState.Healthy
+                   and c.phase in (ClientPhase.Syncing, ClientPhase.WarmingUp))
+
+    def member_count(self) -> int:
+        """Distinct clients in the run now or next epoch: what max_clients bounds."""
+        healthy = {c.signer for c in self.clients if c.state == ClientState.Healthy}
+        return len(healthy) + sum(1 for c in self.pending if c.signer not in healthy)

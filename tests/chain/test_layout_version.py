@@ -39,13 +39,15 @@ def test_this_version_decodes(coordinator):
     assert coordinator.decode_state(account()).run_id == "v"
 
 
-@pytest.mark.parametrize("version, size", [(0, None), (0, 8 + 133_640), (3, None), (3, 200)])
+@pytest.mark.parametrize("version, size", [(0, None), (0, 8 + 133_640), (2, 8 + 137_856),
+                                           (4, None), (4, 200)])
 def test_another_version_is_a_named_error(coordinator, version, size):
-    # version 1 had zero padding at offset 92 and 4,216 fewer bytes; 3 is from the future
-    with pytest.raises(LayoutVersionMismatch, match="layout version (1|3), this client reads "
-                                                    "version 2") as e:
+    # version 1 had zero padding at offset 92 and 4,216 fewer bytes; version 2 had no client
+    # phases (128 fewer bytes); 4 is from the future
+    with pytest.raises(LayoutVersionMismatch, match="layout version (1|2|4), this client reads "
+                                                    "version 3") as e:
         coordinator.decode_state(account(version, size))
-    assert isinstance(e.value, LayoutError) and e.value.version in (1, 3)
+    assert isinstance(e.value, LayoutError) and e.value.version in (1, 2, 4)
 
 
 def test_other_accounts_are_not_version_errors(coordinator):

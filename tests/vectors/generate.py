@@ -28,6 +28,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 from psyche_coordinator_core import (
     Checkpoint,
     CheckpointKind,
+    ClientPhase,
     ClientState,
     CoordinatorError,
     RoundCommittee,
@@ -51,7 +52,8 @@ BASE_CONFIG = dict(
     epoch_time=120, global_batch_size_warmup_tokens=0, total_steps=1000, max_seq_len=512,
     min_clients=2, init_min_clients=3, witness_nodes=0, global_batch_size_start=16,
     global_batch_size_end=16, verification_percent=0, checkpointer_percent=0,
-    waiting_for_members_extra_time=3, checkpoint_interval=0,
+    waiting_for_members_extra_time=3, checkpoint_interval=0, max_clients=256, max_syncing=0,
+    kept_rounds=64, sync_warmup_rounds=2,
 )
 
 
@@ -234,7 +236,7 @@ class Scenario:
         for i, c in enumerate(list(self.state.clients)):
             if self.state.run_state != RunState.Warmup:
                 break
-            if c.state == ClientState.Healthy and i not in done:
+            if c.trains and i not in done:
                 self.do("warmup_witness", dt=dt if first else 0, signer=c.signer, index=i)
                 first = False
         if state is not None:
@@ -338,6 +340,29 @@ class Scenario:
                        index=self.idx(label) if index is None else index, repo=repo,
                        revision=revision, step=s.param_step if step is None else step,
                        param_hash=s.param_hash if param_hash is None else param_hash)
+
+    def phase(self, label):
+        return self.state.clients[self.idx(label)].phase
+
+    def synced(self, label, dt=0, error=None, step=None, param_hash=None, state=None):
+        """A syncing client reports its parameters; (step, hash) default to the agreed pair."""
+        s = self.state
+        return self.do("synced", dt=dt, error=error, state=state, signer=signer(label),
+                       index=self.idx(label), step=s.param_step if step is None else step,
+                       param_hash=s.param_hash if param_hash is None else param_hash)
+
+    def resync(self, label, dt=0, error=None, state=None):
+        return self.do("resync", dt=dt, error=error, state=state, signer=signer(label),
+                       index=self.idx(label))
+
+    def participants(self) -> set:
+        """Labels of the current round's participants."""
+        return {self.label_at(i) for i in self.state.current_round.participant_indices()}
+
+    def warming(self) -> set:
+        rnd = self.state.current_round
+        return {self.label_at(i) for i in range(len(self.state.clients))
+                if (rnd.warming >> i) & 1}
 
 
 def expectation(s, code) -> dict:
@@ -475,20 +500,25 @@ def waiting_for_members_grace_exact():
 @scenario
 def warmup_timeout():
     sc = Scenario("warmup_timeout",
-                  "Only some clients send warmup witnesses: Warmup ends at warmup_time. A late "
-                  "warmup witness in the first round is accepted and ignored; one in the second "
-                  "round is InvalidRunState.",
-                  config=dict(warmup_time=10))
+                  "Only some clients send warmup witnesses: at warmup_time the others are "
+                  "dropped (killed or too slow: they would hold rounds they cannot train) and "
+                  "their joins for the next epoch removed; the first round has only the ready "
+                  "ones. A late warmup witness is NotAClient; after the first round, "
+                  "InvalidRunState.",
+                  config=dict(warmup_time=10, init_min_clients=4))
     sc.resume()
     sc.start_epoch(0, 1, 2, 3)
     sc.do("warmup_witness", dt=1, signer=signer(0), index=sc.idx(0))
     sc.do("warmup_witness", dt=1, signer=signer(1), index=sc.idx(1))
+    sc.join(2, 3, dt=1)  # the unready ones had joined the next epoch too
     sc.tick(dt=1, state=RunState.Warmup)
     sc.tick_timeout("warmup_time", state=RunState.RoundTrain)
-    sc.do("warmup_witness", dt=1, signer=signer(2), index=sc.idx(2), state=RunState.RoundTrain)
-    sc.do("warmup_witness", signer=signer(9), index=sc.idx(2), error="NotAClient")
+    sc.check(all(sc.client_state(n) == ClientState.Dropped for n in (2, 3)))
+    sc.check(sc.state.current_round.participant_indices() == [sc.idx(0), sc.idx(1)])
+    sc.check(len(sc.state.pending) == 0)
+    sc.do("warmup_witness", dt=1, signer=signer(2), index=sc.idx(2), error="NotAClient")
     sc.round(state=RunState.RoundTrain)
-    sc.do("warmup_witness", dt=1, signer=signer(3), index=sc.idx(3), error="InvalidRunState")
+    sc.do("warmup_witness", dt=1, signer=signer(0), index=sc.idx(0), error="InvalidRunState")
     return sc
 
 
@@ -496,12 +526,16 @@ def warmup_timeout():
 def warmup_zero_time():
     sc = Scenario("warmup_zero_time",
                   "warmup_time = 0: a tick in the second Warmup began does nothing; one second "
-                  "later the first round starts.",
-                  config=dict(warmup_time=0, init_min_clients=2))
+                  "later the first round starts with the clients that were ready (the other is "
+                  "dropped).",
+                  config=dict(warmup_time=0, init_min_clients=3))
     sc.resume()
-    sc.start_epoch(0, 1)
+    sc.start_epoch(0, 1, 2)
     sc.tick(dt=0, state=RunState.Warmup)
+    sc.do("warmup_witness", signer=signer(0), index=sc.idx(0))
+    sc.do("warmup_witness", signer=signer(1), index=sc.idx(1), state=RunState.Warmup)
     sc.tick(dt=1, state=RunState.RoundTrain)
+    sc.check(sc.client_state(2) == ClientState.Dropped)
     return sc
 
 
@@ -996,7 +1030,7 @@ def uninitialized_run():
     sc.resume(dt=1)
     sc.resume(error="CannotResume")
     sc.tick(dt=3, state=RunState.Warmup)
-    sc.tick_timeout("warmup_time", state=RunState.RoundTrain)
+    sc.warmup_all(dt=1, state=RunState.RoundTrain)
     return sc
 
 
@@ -1239,7 +1273,9 @@ def param_hash_quorum():
                  "quorum of a round's witnesses commit one hash it becomes the agreed pair "
                  "(param_hash, param_step = the round's step). A minority hash changes nothing; "
                  "a round split without a quorum keeps the previous agreement; a zero hash never "
-                 "counts.", labels=(0, 1, 2, 3), config=dict(epoch_time=60))
+                 "counts. The witness whose hash differs from the agreed one goes back to "
+                 "Syncing (it lags) and is no participant of the next round.",
+                 labels=(0, 1, 2, 3), config=dict(epoch_time=60))
     sc.check(sc.state.param_step == 0 and sc.state.param_hash == bytes(32))
     w = sc.elected_labels()
     sc.check(len(w) == 4 and param_quorum(4) == 3)
@@ -1257,12 +1293,15 @@ def param_hash_quorum():
     sc.check(sc.state.param_step == 0, "two of four is no quorum")
     sc.witness(w[3], state=RunState.RoundWitness)
     sc.check(sc.state.param_step == step and sc.state.param_hash == params(sc.run_id, step))
+    lagging = w[0]
+    sc.check(sc.state.clients[sc.idx(lagging)].phase == ClientPhase.Syncing)
     sc.finish_round()
+    sc.check(sc.idx(lagging) not in sc.state.current_round.participant_indices())
     w = sc.elected_labels()
+    sc.check(len(w) == 3 and param_quorum(3) == 2)
     sc.witness(w[0], dt=1, param_hash=odd)
-    sc.witness(w[1], param_hash=odd)
+    sc.witness(w[1], param_hash=sha256("another diverged client"))
     sc.witness(w[2])
-    sc.witness(w[3])
     sc.check(sc.state.param_step == step, "a split round keeps the previous agreement")
     sc.finish_round()
     sc.round()
@@ -1504,6 +1543,346 @@ def clients_256_witness_nodes_32():
     return sc
 
 
+# ---------------------------------------------------------------- joining a live run (seed 002)
+
+JOIN = dict(max_syncing=1, sync_warmup_rounds=2, epoch_time=1000)
+
+
+@scenario
+def join_mid_round_train():
+    sc = started("join_mid_round_train",
+                 "max_syncing > 0: a newcomer joining during RoundTrain enters this epoch at once "
+                 "(Queued, then Syncing in the same operation since nobody else syncs); it is no "
+                 "participant while it syncs. Its second join is for the next epoch (pending).",
+                 labels=(0, 1, 2), config=JOIN)
+    sc.round(state=RunState.RoundTrain)
+    sc.join(10, dt=1)
+    sc.check(len(sc.state.clients) == 4 and not sc.state.pending)
+    sc.check(sc.phase(10) == ClientPhase.Syncing and sc.state.clients[sc.idx(10)].since
+             == sc.state.step)
+    sc.round(state=RunState.RoundTrain)
+    sc.check(sc.participants() == {0, 1, 2})
+    sc.join(10, dt=1)
+    sc.check(sc.state.pending_index(signer(10)) == 0 and sc.phase(10) == ClientPhase.Syncing)
+    sc.join(10, error="AlreadyJoined")
+    return sc
+
+
+@scenario
+def join_mid_round_witness():
+    sc = started("join_mid_round_witness",
+                 "A newcomer joining during RoundWitness enters the epoch too (Syncing).",
+                 labels=(0, 1, 2), config=JOIN)
+    sc.witness_all()
+    sc.expect_state(RunState.RoundWitness)
+    sc.join(10, dt=1)
+    sc.check(sc.phase(10) == ClientPhase.Syncing)
+    sc.finish_round(state=RunState.RoundTrain)
+    sc.check(10 not in sc.participants())
+    return sc
+
+
+@scenario
+def join_in_warmup():
+    sc = Scenario("join_in_warmup",
+                  "A newcomer joining during Warmup enters the epoch Syncing: it sends no warmup "
+                  "witness (WrongPhase), the others' warmup witnesses start the first round "
+                  "without it, and "
+                  "the warmup timeout does not drop it (only clients that train must be ready).",
+                  config={**JOIN, "warmup_time": 10})
+    sc.resume()
+    sc.start_epoch(0, 1, 2)
+    sc.join(10, dt=1)
+    sc.check(sc.phase(10) == ClientPhase.Syncing)
+    sc.do("warmup_witness", signer=signer(10), index=sc.idx(10), error="WrongPhase")
+    sc.warmup_all(state=RunState.RoundTrain)
+    sc.check(sc.participants() == {0, 1, 2} and sc.client_state(10) == ClientState.Healthy)
+    return sc
+
+
+@scenario
+def join_in_warmup_timeout():
+    sc = Scenario("join_in_warmup_timeout",
+                  "Warmup times out with a syncing newcomer and an unready client: the unready "
+                  "one is dropped, the newcomer stays (Syncing).",
+                  config={**JOIN, "warmup_time": 10, "init_min_clients": 3})
+    sc.resume()
+    sc.start_epoch(0, 1, 2)
+    sc.join(10, dt=1)
+    sc.do("warmup_witness", dt=1, signer=signer(0), index=sc.idx(0))
+    sc.do("warmup_witness", signer=signer(1), index=sc.idx(1))
+    sc.tick_timeout("warmup_time", state=RunState.RoundTrain)
+    sc.check(sc.client_state(2) == ClientState.Dropped)
+    sc.check(sc.client_state(10) == ClientState.Healthy and sc.phase(10) == ClientPhase.Syncing)
+    sc.check(sc.participants() == {0, 1})
+    return sc
+
+
+@scenario
+def join_outside_rounds_waits():
+    sc = started("join_outside_rounds_waits",
+                 "Joins in Cooldown and WaitingForMembers are for the next epoch (pending), as are "
+                 "all joins when max_syncing is 0; at the next epoch they are Active clients.",
+                 labels=(0, 1, 2), config={**JOIN, "epoch_time": 6})
+    sc.rounds_until_cooldown()
+    sc.join(10, dt=0)
+    sc.check(sc.state.pending_index(signer(10)) is not None
+             and sc.state.client_index(signer(10)) is None)
+    sc.end_cooldown()
+    sc.join(11, dt=0)
+    sc.check(sc.state.client_index(signer(11)) is None)
+    sc.start_epoch(0, 1, 2, 10, 11)
+    sc.check(all(c.phase == ClientPhase.Active for c in sc.state.clients))
+    sc.warmup_all()
+    sc.check(sc.participants() == {0, 1, 2, 10, 11})
+    return sc
+
+
+@scenario
+def join_capacity():
+    sc = started("join_capacity",
+                 "max_clients 4: a fourth client joins mid-epoch, a fifth is refused with RunFull "
+                 "at once (no waiting list), in any phase; the epoch's clients joining for the "
+                 "next epoch are not newcomers; a withdraw makes room.",
+                 labels=(0, 1, 2), config={**JOIN, "max_clients": 4})
+    sc.join(10, dt=1)
+    sc.join(11, error="RunFull")
+    sc.join(0, 1, 2, 10)
+    sc.check(len(sc.state.pending) == 4 and sc.state.member_count() == 4)
+    sc.witness_all()
+    sc.join(11, error="RunFull")
+    sc.withdraw(10, dt=1)
+    sc.join(11)
+    sc.check(sc.phase(11) == ClientPhase.Syncing)
+    return sc
+
+
+@scenario
+def join_queue_fifo():
+    sc = started("join_queue_fifo",
+                 "max_syncing 1: of three newcomers the first syncs, the others queue in join "
+                 "order; a slot frees when the syncing one turns Active (it still counts while "
+                 "WarmingUp); the next in line syncs from the following round on.",
+                 labels=(0, 1, 2), config=JOIN)
+    sc.join(10, 11, dt=1)
+    sc.round(state=RunState.RoundTrain)
+    sc.join(12, dt=1)
+    sc.check([sc.phase(n) for n in (10, 11, 12)]
+             == [ClientPhase.Syncing, ClientPhase.Queued, ClientPhase.Queued])
+    sc.synced(10, dt=1)
+    sc.check(sc.phase(10) == ClientPhase.WarmingUp)
+    sc.round(state=RunState.RoundTrain)
+    sc.check(sc.phase(11) == ClientPhase.Queued)
+    sc.round(state=RunState.RoundTrain)
+    sc.check(sc.phase(11) == ClientPhase.Queued and sc.phase(10) == ClientPhase.WarmingUp)
+    sc.round(state=RunState.RoundTrain)
+    sc.check(sc.phase(10) == ClientPhase.Active)
+    sc.check(sc.phase(11) == ClientPhase.Syncing and sc.phase(12) == ClientPhase.Queued)
+    return sc
+
+
+@scenario
+def join_queue_withdraw_frees_slot():
+    sc = started("join_queue_withdraw_frees_slot",
+                 "A syncing client that leaves frees its slot at the next round; a queued one "
+                 "that leaves keeps nobody waiting; one that joins again goes to the queue's "
+                 "tail, in its own slot.",
+                 labels=(0, 1, 2), config=JOIN)
+    sc.join(10, 11, 12, dt=1)
+    sc.withdraw(11, dt=1)
+    sc.withdraw(10)
+    sc.check(sc.phase(12) == ClientPhase.Queued)
+    sc.round(state=RunState.RoundTrain)
+    sc.check(sc.phase(12) == ClientPhase.Syncing)
+    sc.join(10, 11, dt=1)
+    sc.check(sc.idx(10) == 3 and sc.phase(10) == ClientPhase.Queued and len(sc.state.clients) == 6)
+    sc.synced(12, dt=1)
+    for _ in range(3):
+        sc.round(state=RunState.RoundTrain)
+    sc.check(sc.phase(10) == ClientPhase.Syncing and sc.phase(11) == ClientPhase.Queued)
+    return sc
+
+
+@scenario
+def sync_phases_to_active():
+    sc = started("sync_phases_to_active",
+                 "Syncing -> WarmingUp (synced with the agreed pair) -> Active after "
+                 "sync_warmup_rounds (2) rounds: the warming rounds list it as a participant "
+                 "and in the round's `warming` mask (trained and witnessed, never applied); then "
+                 "it is a plain participant.",
+                 labels=(0, 1, 2), config=JOIN)
+    sc.join(10, dt=1)
+    sc.round(state=RunState.RoundTrain)
+    w = sc.state.step
+    sc.synced(10, dt=1)
+    sc.check(sc.state.clients[sc.idx(10)].since == w)
+    sc.check(10 not in sc.participants())
+    sc.round(state=RunState.RoundTrain)
+    sc.check(10 in sc.participants() and sc.warming() == {10})
+    sc.round(state=RunState.RoundTrain)
+    sc.check(sc.warming() == {10} and sc.state.step == w + 2)
+    sc.round(state=RunState.RoundTrain)
+    sc.check(sc.phase(10) == ClientPhase.Active and not sc.warming())
+    sc.check(sc.participants() == {0, 1, 2, 10})
+    sc.round(state=RunState.RoundTrain)
+    return sc
+
+
+@scenario
+def sync_warmup_zero():
+    sc = started("sync_warmup_zero",
+                 "sync_warmup_rounds 0: a synced client is Active from the next round.",
+                 labels=(0, 1, 2), config={**JOIN, "sync_warmup_rounds": 0})
+    sc.join(10, dt=1)
+    sc.round(state=RunState.RoundTrain)
+    sc.synced(10, dt=1)
+    sc.check(sc.phase(10) == ClientPhase.WarmingUp)
+    sc.round(state=RunState.RoundTrain)
+    sc.check(sc.phase(10) == ClientPhase.Active and 10 in sc.participants() and not sc.warming())
+    return sc
+
+
+@scenario
+def sync_hash_mismatch():
+    sc = started("sync_hash_mismatch",
+                 "synced is accepted only with the agreed (param_step, param_hash): another hash, "
+                 "an older or a later step, or before any agreement is SyncHashMismatch; the "
+                 "client stays Syncing.",
+                 labels=(0, 1, 2), config=JOIN)
+    sc.join(10, dt=1)
+    sc.check(sc.state.param_hash == bytes(32))
+    sc.synced(10, step=0, param_hash=bytes(32), error="SyncHashMismatch")
+    sc.round(state=RunState.RoundTrain)
+    step = sc.state.param_step
+    sc.synced(10, dt=1, param_hash=sha256("a diverged replay"), error="SyncHashMismatch")
+    sc.synced(10, step=step + 1, param_hash=params(sc.run_id, step + 1), error="SyncHashMismatch")
+    sc.round(state=RunState.RoundTrain)
+    sc.synced(10, dt=1, step=step, param_hash=params(sc.run_id, step), error="SyncHashMismatch")
+    sc.check(sc.phase(10) == ClientPhase.Syncing)
+    sc.synced(10)
+    sc.check(sc.phase(10) == ClientPhase.WarmingUp)
+    return sc
+
+
+@scenario
+def sync_wrong_phase():
+    sc = started("sync_wrong_phase",
+                 "WrongPhase: synced from a queued, an active or a warming client; resync from a "
+                 "queued or a syncing one. synced outside RoundTrain/RoundWitness and resync "
+                 "outside Warmup/RoundTrain/RoundWitness are InvalidRunState.",
+                 labels=(0, 1, 2), config={**JOIN, "epoch_time": 8})
+    sc.join(10, 11, dt=1)
+    sc.round(state=RunState.RoundTrain)
+    sc.synced(11, dt=1, error="WrongPhase")
+    sc.synced(0, error="WrongPhase")
+    sc.resync(11, error="WrongPhase")
+    sc.resync(10, error="WrongPhase")
+    sc.synced(10)
+    sc.synced(10, error="WrongPhase")
+    sc.rounds_until_cooldown()
+    sc.synced(11, error="InvalidRunState")
+    sc.resync(0, error="InvalidRunState")
+    return sc
+
+
+@scenario
+def resync_lags_back():
+    sc = started("resync_lags_back",
+                 "An Active client that lags sends resync: Syncing at once, bypassing the queue "
+                 "(max_syncing may be exceeded), no participant from the next round; it syncs, "
+                 "warms up and is Active again. A WarmingUp client may resync too.",
+                 labels=(0, 1, 2, 3), config=JOIN)
+    sc.join(10, dt=1)
+    sc.round(state=RunState.RoundTrain)
+    sc.resync(1, dt=1)
+    sc.check(sc.phase(1) == ClientPhase.Syncing and sc.state.syncing_count() == 2)
+    sc.round(state=RunState.RoundTrain)
+    sc.check(1 not in sc.participants())
+    sc.synced(1, dt=1)
+    sc.synced(10)
+    sc.resync(10, dt=1)
+    sc.check(sc.phase(10) == ClientPhase.Syncing)
+    for _ in range(3):
+        sc.round(state=RunState.RoundTrain)
+    sc.check(sc.phase(1) == ClientPhase.Active and 1 in sc.participants())
+    return sc
+
+
+@scenario
+def resync_below_min_clients():
+    sc = started("resync_below_min_clients",
+                 "Syncing clients do not train: when a resync leaves fewer than min_clients "
+                 "training clients, the round ends the epoch (Cooldown).",
+                 labels=(0, 1), config={**JOIN, "init_min_clients": 2})
+    sc.round(state=RunState.RoundTrain)
+    sc.resync(0, dt=1)
+    sc.check(sc.state.training_count() == 1)
+    sc.witness_all()
+    sc.finish_round(state=RunState.Cooldown)
+    return sc
+
+
+@scenario
+def lagging_witness_resyncs():
+    sc = started("lagging_witness_resyncs",
+                 "A WarmingUp witness that commits another hash than the one the quorum agrees "
+                 "on goes back to Syncing; an agreement reached before a lagging witness sends "
+                 "moves it as it sends.",
+                 labels=(0, 1, 2, 3), config={**JOIN, "sync_warmup_rounds": 4})
+    sc.join(10, dt=1)
+    sc.round(state=RunState.RoundTrain)
+    sc.synced(10, dt=1)
+    sc.round(state=RunState.RoundTrain)
+    sc.check(10 in sc.participants())
+    odd = sha256("lagging")
+    w = sc.elected_labels()
+    sc.check(10 in w)
+    first = True
+    for label in [x for x in w if x != 10]:
+        sc.witness(label, dt=1 if first else 0)
+        first = False
+    sc.check(sc.state.param_step == sc.state.step)
+    sc.witness(10, param_hash=odd)
+    sc.check(sc.phase(10) == ClientPhase.Syncing)
+    sc.finish_round(state=RunState.RoundTrain)
+    sc.check(10 not in sc.participants())
+    return sc
+
+
+@scenario
+def joiner_next_epoch():
+    sc = started("joiner_next_epoch",
+                 "A mid-epoch joiner that joined the next epoch too starts it as an Active "
+                 "client (it loads the model in Warmup like everyone); one that did not rejoin "
+                 "is gone.",
+                 labels=(0, 1, 2), config={**JOIN, "max_syncing": 2, "epoch_time": 8})
+    sc.join(10, 11, dt=1)
+    sc.join(10, dt=1)
+    sc.rounds_until_cooldown()
+    sc.end_cooldown()
+    sc.start_epoch(0, 1, 2, 10)
+    sc.check(sc.state.client_index(signer(11)) is None and sc.phase(10) == ClientPhase.Active)
+    sc.warmup_all()
+    sc.check(sc.participants() == {0, 1, 2, 10})
+    return sc
+
+
+@scenario
+def rejoin_after_drop_mid_epoch():
+    sc = started("rejoin_after_drop_mid_epoch",
+                 "A client dropped by a health check may join again mid-epoch: it is Queued in "
+                 "its own slot and syncs (it trained on parameters it no longer has a right to).",
+                 labels=(0, 1, 2, 3), config={**JOIN, "epoch_time": 1000})
+    sc.round(state=RunState.RoundTrain)
+    sc.round(missing=(3,), state=RunState.RoundTrain)
+    sc.health_check(0, [3], dt=1)
+    sc.check(sc.client_state(3) == ClientState.Dropped)
+    sc.join(3, dt=1)
+    sc.check(sc.idx(3) == 3 and sc.client_state(3) == ClientState.Healthy
+             and sc.phase(3) == ClientPhase.Syncing)
+    return sc
+
+
 # ---------------------------------------------------------------- rejected operations
 
 @scenario
@@ -1605,15 +1984,33 @@ def errors_join():
 @scenario
 def errors_clients_full():
     sc = Scenario("errors_clients_full",
-                  "ClientsFull: 256 clients already wait (global_batch_size_end 512), the 257th is "
-                  "refused; after one withdraws it gets in.",
-                  config=dict(global_batch_size_start=512, global_batch_size_end=512))
+                  "Capacity at the account's limit (max_clients 256): 256 clients already wait "
+                  "(global_batch_size_end 512), the 257th is refused with RunFull; after one "
+                  "withdraws it gets in. Mid-epoch, the epoch's 256 client slots can be full of "
+                  "entries while a member left: a newcomer is ClientsFull, the one who left "
+                  "joins again in its own slot (at the queue's tail).",
+                  config=dict(global_batch_size_start=512, global_batch_size_end=512,
+                              max_syncing=1))
     sc.join(*range(256), dt=1)
-    sc.join(256, dt=1, error="ClientsFull")
+    sc.join(256, dt=1, error="RunFull")
     sc.join(5, error="AlreadyJoined")
     sc.withdraw(17, dt=1)
     sc.join(256)
-    sc.join(17, error="ClientsFull")
+    sc.join(17, error="RunFull")
+    for label in range(257):
+        if label not in (0, 1, 2, 17):
+            sc.withdraw(label)
+    sc.resume(dt=1)
+    sc.check(len(sc.state.pending) == 3)
+    sc.start_epoch(0, 1, 2)
+    sc.warmup_all()
+    sc.join(*range(300, 553), dt=1)  # 253 newcomers mid-epoch: 256 client slots used
+    sc.check(len(sc.state.clients) == 256 and sc.state.member_count() == 256)
+    sc.join(553, error="RunFull")
+    sc.withdraw(400, dt=1)
+    sc.join(553, error="ClientsFull")
+    sc.join(400)
+    sc.check(sc.state.clients[sc.idx(400)].phase == ClientPhase.Queued)
     return sc
 
 
@@ -1717,6 +2114,9 @@ def errors_update():
         {"verification_percent": 51}, {"checkpointer_percent": 101},
         {"waiting_for_members_extra_time": 0}, {"waiting_for_members_extra_time": 256},
         {"epoch_time": (1 << 32) + 1}, {"warmup_time": -1},
+        {"max_clients": 2}, {"max_clients": 257}, {"max_syncing": 257}, {"max_syncing": -1},
+        {"kept_rounds": 4, "checkpoint_interval": 5}, {"kept_rounds": 65536},
+        {"sync_warmup_rounds": 33},
     ]
     for change in bad:
         sc.do("update", config=RunConfig(**{**BASE_CONFIG, **change}), error="InvalidConfig")
