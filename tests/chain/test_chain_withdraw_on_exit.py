@@ -21,13 +21,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 RUN_ID = "withdraw-on-exit"
 
 
-def poll_state(localnet, payer, predicate, timeout, what):
+def poll_state(localnet, payer, predicate, timeout, what, run_id=RUN_ID):
     """The run's coordinator account, read until `predicate` holds (what the clients read)."""
     async def go():
         c = Coordinator(localnet.rpc_url, load_keypair(payer),
                         Pubkey.from_string(localnet.program_id))
         try:
-            account = (await c.fetch_instance(RUN_ID)).coordinator_account
+            account = (await c.fetch_instance(run_id)).coordinator_account
             end, st = time.monotonic() + timeout, None
             while time.monotonic() < end:
                 st = await c.fetch_state(account)
