@@ -458,12 +458,19 @@ def trainer_score(s: CoordinatorState, rnd: Round, signer: bytes) -> int:
 
 
 def is_healthy(s: CoordinatorState, index: int) -> bool:
-    """Healthy unless the client had a batch two rounds back and the witnesses of the round
-    after (who received that round's results) fall short of a quorum in vouching for it."""
+    """Healthy unless the client had a batch two rounds back, answered for that round (see
+    below), and the witnesses of the round after (who received that round's results) fall short
+    of a quorum in vouching for it."""
     trained, witnessed = s.round_back(2), s.round_back(1)
     if trained is None or not s.round_trains(trained):
         return True
     if index not in assign_batches(s.config, trained):
+        return True
+    c = s.clients[index]
+    # the first round it answers for: an Active client's from the step it became Active, any
+    # other phase's from the round after it entered it. Earlier batches of its slot were an
+    # earlier holder's (a client that left and joined again) or came before it lagged
+    if c.since + (c.phase != ClientPhase.Active) > s.round_step(trained):
         return True
     elected = expected_witnesses(s.config.witness_nodes, len(witnessed.participant_indices()))
     return trainer_score(s, witnessed, s.clients[index].signer) >= witness_quorum(elected)

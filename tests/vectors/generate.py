@@ -1724,6 +1724,25 @@ def rejoin_same_round_cannot_witness():
 
 
 @scenario
+def rejoin_not_blamed_for_old_batches():
+    sc = started("rejoin_not_blamed_for_old_batches",
+                 "A client killed mid-round (its batch never delivered) that joins again at once "
+                 "takes its old slot: a health check two rounds later about that batch names a "
+                 "client that entered its phase after the round, so it is healthy "
+                 "(InvalidHealthCheck; health_check_drop shows a client that stayed dropped).",
+                 labels=(0, 1, 2, 3), config=JOIN)
+    sc.round(state=RunState.RoundTrain)
+    sc.withdraw(3, dt=1)  # killed: its batch of this round is never delivered
+    sc.join(3)
+    sc.check(sc.phase(3) == ClientPhase.Syncing)
+    sc.round(state=RunState.RoundTrain)
+    sc.round(missing=(3,), state=RunState.RoundTrain)
+    sc.health_check(0, [3], dt=1, error="InvalidHealthCheck")
+    sc.check(sc.client_state(3) == ClientState.Healthy)
+    return sc
+
+
+@scenario
 def sync_phases_to_active():
     sc = started("sync_phases_to_active",
                  "Syncing -> WarmingUp (synced with the agreed pair) -> Active after "

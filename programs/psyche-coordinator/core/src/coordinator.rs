@@ -767,6 +767,7 @@ struct HealthView {
     judged: bool,
     had_batch: [u8; MAX_CLIENTS / 8],
     quorum: usize,
+    trained_step: u64,
 }
 
 fn health_view(s: &CoordinatorState) -> HealthView {
@@ -774,10 +775,12 @@ fn health_view(s: &CoordinatorState) -> HealthView {
         judged: false,
         had_batch: [0; MAX_CLIENTS / 8],
         quorum: 0,
+        trained_step: 0,
     };
     if let (Some(trained), Some(witnessed)) = (s.round_back(2), s.round_back(1)) {
         if s.round_trains(trained) {
             view.judged = true;
+            view.trained_step = s.round_step(trained);
             view.had_batch = batch_mask(&s.config, trained);
             let elected = expected_witnesses(s.config.witness_nodes, witnessed.participant_total());
             view.quorum = witness_quorum(elected);
@@ -790,14 +793,23 @@ fn healthy_in(s: &CoordinatorState, view: &HealthView, index: usize) -> bool {
     if !view.judged || !bit(&view.had_batch, index) {
         return true;
     }
+    // the first round it answers for: an Active client's from the step it became Active, any
+    // other phase's from the round after it entered it. Earlier batches of its slot were an
+    // earlier holder's (a client that left and joined again) or came before it lagged
+    let c = &s.clients[index];
+    let first = c.since as u64 + (c.phase() != ClientPhase::Active) as u64;
+    if first > view.trained_step {
+        return true;
+    }
     match s.round_back(1) {
         Some(witnessed) => trainer_score(witnessed, &s.clients[index].signer) >= view.quorum,
         None => true,
     }
 }
 
-/// Healthy unless the client had a batch two rounds back and the witnesses of the round after
-/// (who received that round's results) fall short of a quorum in vouching for it.
+/// Healthy unless the client had a batch two rounds back, answered for that round (see
+/// `healthy_in`), and the witnesses of the round after (who received that round's results) fall
+/// short of a quorum in vouching for it.
 pub fn is_healthy(s: &CoordinatorState, index: usize) -> bool {
     healthy_in(s, &health_view(s), index)
 }
