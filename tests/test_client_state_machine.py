@@ -54,6 +54,7 @@ class Sim:
         self.sent = []  # (client, op)
         self.sent_args = []  # (client, op, args)
         self.rejected = []
+        self.published = []  # every result a client published
 
     def _apply(self, op, args):
         nxt = apply(self.state, self.t, op, **args)
@@ -101,6 +102,7 @@ class Sim:
                                                    dummy_payload("sim", step, batch))
                     queue += [(who, a) for a in sm.trained(step, result)]
                 case Publish(result) if who not in self.silent:
+                    self.published.append(result)
                     for k, other in enumerate(self.sms):
                         if k != who:
                             queue += [(k, a) for a in other.on_result(result)]
@@ -196,12 +198,18 @@ def test_snapshot_once_per_epoch_after_its_last_apply():
     # a client that misses the drain rounds' states applies the epoch's last rounds at Cooldown:
     # in the same list of actions, before the snapshot
     late = ClientStateMachine(sim.ids[0].public, sim.ids[0].public)
+    for r in sim.published:  # it received every result (kept until it sees their rounds)
+        late.on_result(r)
     acts = []
     for st in states:
         if st.run_state.active and st.last_step and st.step >= st.last_step - 2 \
                 and st.run_state != RunState.Cooldown:
             continue
-        acts += late.on_state(st, 0)
+        new = late.on_state(st, 0)
+        for a in list(new):
+            if isinstance(a, Prepare):  # its model is ready at once
+                new += late.model_ready(a.epoch, sim_params(st.step))
+        acts += new
     kinds = [(type(a), a.step) for a in acts if isinstance(a, (Apply, Snapshot))]
     assert sum(k is Snapshot for k, _ in kinds) == len(snaps)
     for i, (kind, step) in enumerate(kinds):
