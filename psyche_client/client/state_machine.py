@@ -293,7 +293,8 @@ class ClientStateMachine:
             chosen, missing = round_consensus(st, nxt, assigned, self.results.get(step, {}),
                                               r.warming)
             if missing:
-                if self.my_phase() in (ClientPhase.Active, ClientPhase.WarmingUp):
+                me = self.my_index()
+                if me is not None and r.participants >> me & 1:  # not a joiner's first rounds
                     acts.append(Log(f"DESYNC: step {step}: no payload for batches "
                                     f"{', '.join(map(str, missing))} that the witnesses "
                                     "accepted: fetching the step's applied set from peers"))

@@ -331,6 +331,7 @@ class DistroTrainer:
         else:
             digest = parameter_hash(self.model)
         self.metrics.write(event="apply", step=step, results=len(peers), params=digest,
+                           trainers=[r.trainer.hex() for r in results],
                            compute_s=round(time.time() - started, 4))
         replicas = f" on {self.data_parallelism} replicas" if self.group is not None else ""
         self.log(f"applied step {step}: {len(peers)} results, params {digest[:16]}{replicas}")
