@@ -383,8 +383,9 @@ class ClientStateMachine:
             mine = self.assignments.get(step, {}).get(me)
             if mine is not None and step not in self.trained_steps:
                 return []
-            if st.round_back(1) is not None and not self._have_all(step - 1):
-                return []
+            prev = st.round_back(1)
+            if prev is not None and prev.participants >> me & 1 and not self._have_all(step - 1):
+                return []  # (a joiner's first round: it saw only part of the one before)
             if not self._have_all(step):
                 return []  # every trainer of this round must be done before the round ends
         self.witness_sent.add(step)
