@@ -549,7 +549,7 @@ fn main() {
         );
     }
     eprintln!(
-        "\n137,864-byte account: copy {:.2} us, compare {:.2} us, clone (alloc + copy) {:.2} us \
+        "\n137,992-byte account: copy {:.2} us, compare {:.2} us, clone (alloc + copy) {:.2} us \
          (medians); advance_slot (setup, not in any transaction): median {:.1} us",
         median(&copy),
         median(&cmp),

@@ -195,6 +195,28 @@ impl Run {
         )
     }
 
+    /// `(step, param_hash)`: the agreed pair the syncing client's parameters reached.
+    pub fn synced(
+        &self,
+        user: &Pubkey,
+        index: u32,
+        step: u32,
+        param_hash: [u8; 32],
+    ) -> Instruction {
+        ix(
+            self.user(user),
+            data::Synced {
+                index,
+                step,
+                param_hash,
+            },
+        )
+    }
+
+    pub fn resync(&self, user: &Pubkey, index: u32) -> Instruction {
+        ix(self.user(user), data::Resync { index })
+    }
+
     pub fn withdraw(&self, user: &Pubkey) -> Instruction {
         ix(self.user(user), data::Withdraw {})
     }

@@ -184,6 +184,10 @@ class SolanaBackend:
         if op == "checkpoint":
             return c.ix_checkpoint(*where, args["index"], args["repo"], args.get("revision", ""),
                                    args["step"], args["param_hash"])
+        if op == "synced":
+            return c.ix_synced(*where, args["index"], args["step"], args["param_hash"])
+        if op == "resync":
+            return c.ix_resync(*where, args["index"])
         raise BackendError(f"{op} is not a client operation")
 
     async def _find_authorization(self):

@@ -210,6 +210,16 @@ class Coordinator:
         return self._ix("checkpoint", index, repo, revision, step, bytes(param_hash),
                         accounts=self._user(user, instance, account))
 
+    def ix_synced(self, user, instance, account, index, step, param_hash):
+        """A syncing client's parameters for `step` hash to `param_hash`: the agreed pair, else
+        SyncHashMismatch (WrongPhase unless it is Syncing)."""
+        return self._ix("synced", index, step, bytes(param_hash),
+                        accounts=self._user(user, instance, account))
+
+    def ix_resync(self, user, instance, account, index):
+        """An Active or WarmingUp client lags and goes back to syncing."""
+        return self._ix("resync", index, accounts=self._user(user, instance, account))
+
     def ix_withdraw(self, user, instance, account):
         return self._ix("withdraw", accounts=self._user(user, instance, account))
 

@@ -12,15 +12,20 @@ from pyheck import snake
 from solders.pubkey import Pubkey
 
 from psyche_client.chain.idl import IDL_PATH, LEGACY_IDL_PATH, load_idl, program_id, to_legacy
+from psyche_coordinator_core.canonical import CONFIG_FIELDS
 
 NEW = json.loads(IDL_PATH.read_text())
 NEW_IX = {ix["name"]: ix for ix in NEW["instructions"]}
+# RunConfigParams in borsh order: the six u64, three u32, eight u16, four u8
 RUN_CONFIG = dict(
     warmup_time=1, cooldown_time=2, max_round_train_time=3, round_witness_time=4, epoch_time=5,
     global_batch_size_warmup_tokens=6, total_steps=7, max_seq_len=8, checkpoint_interval=17,
     min_clients=9,
     init_min_clients=10, witness_nodes=11, global_batch_size_start=12, global_batch_size_end=13,
-    verification_percent=14, checkpointer_percent=15, waiting_for_members_extra_time=16)
+    max_clients=18, max_syncing=19, kept_rounds=20,
+    verification_percent=14, checkpointer_percent=15, waiting_for_members_extra_time=16,
+    sync_warmup_rounds=21)
+CONFIG_FORMAT = "<6Q3I8H4B"
 
 
 @pytest.fixture(scope="module")
@@ -95,12 +100,26 @@ def test_encode_checkpoint_layout(coder):
                     + borsh_str("") + u32(77) + params)
 
 
+def test_encode_synced_and_resync(coder):
+    params = bytes(range(32, 64))
+    data = coder.encode("synced", {"index": 4, "step": 70000, "param_hash": params})
+    assert data == bytes(NEW_IX["synced"]["discriminator"]) + u32(4) + u32(70000) + params
+    data = coder.encode("resync", {"index": 5})
+    assert data == bytes(NEW_IX["resync"]["discriminator"]) + u32(5)
+
+
+def test_run_config_params_are_the_canonical_config():
+    # the instruction argument's fields are the core's config, in its canonical order
+    fields = next(t for t in NEW["types"] if t["name"] == "RunConfigParams")["type"]["fields"]
+    assert [f["name"] for f in fields] == list(CONFIG_FIELDS) == list(RUN_CONFIG)
+
+
 def test_encode_init_coordinator(idl, coder):
     main, join = Pubkey(bytes([1]) * 32), Pubkey(bytes([2]) * 32)
     args = {"run_id": "my-run", "main_authority": main, "join_authority": join,
             "permissionless": True, "config": RUN_CONFIG, "run_seed": 2**40 + 5}
     data = coder.encode("init_coordinator", args)
-    cfg = struct.pack("<6Q3I5H3B", *RUN_CONFIG.values())
+    cfg = struct.pack(CONFIG_FORMAT, *RUN_CONFIG.values())
     assert data == (bytes(NEW_IX["init_coordinator"]["discriminator"]) + borsh_str("my-run")
                     + bytes(main) + bytes(join) + b"\x01" + cfg + struct.pack("<Q", 2**40 + 5))
     # A defined struct may be a dict or anchorpy's generated dataclass.
@@ -117,7 +136,7 @@ def test_encode_update_options(idl, coder):
     checkpoint = {"kind": kind.Stored(), "repo": "org/model", "revision": "main",
                   "hash": list(range(32)), "step": 9}
     data = coder.encode("update", {"config": RUN_CONFIG, "checkpoint": checkpoint})
-    assert data == (disc + b"\x01" + struct.pack("<6Q3I5H3B", *RUN_CONFIG.values())
+    assert data == (disc + b"\x01" + struct.pack(CONFIG_FORMAT, *RUN_CONFIG.values())
                     + b"\x01" + b"\x03" + borsh_str("org/model") + borsh_str("main")
                     + bytes(range(32)) + u32(9))
     kind_def = next(t for t in NEW["types"] if t["name"] == "CheckpointKindParam")

@@ -73,6 +73,9 @@ def test_every_instruction_round_trips(localnet):
             # (checkpoint checks the index first: nobody is at index 0 yet)
         assert await refused(o.send([o.ix_checkpoint(oi, inst, acct, 0, "repo", "rev", 1,
                                                      bytes(32))])) == "InvalidClientIndex"
+        assert await refused(o.send([o.ix_synced(oi, inst, acct, 0, 1, bytes(32))])) == \
+            "InvalidRunState"
+        assert await refused(o.send([o.ix_resync(oi, inst, acct, 0)])) == "InvalidRunState"
         await o.send([o.ix_tick(oi, inst, acct)])  # anyone; nothing due
         await o.send([o.ix_withdraw(oi, inst, acct)])
         assert (await c.fetch_state(acct)).pending == []

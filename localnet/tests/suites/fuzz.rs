@@ -5,7 +5,7 @@
 //! - (a) random data of random length, with a random account list drawn from a pool (the runs'
 //!   instances and coordinator accounts, authorizations, wallets that sign, fresh keys, the
 //!   system program, sysvars, the program id, a wrong-size program account, a blank one);
-//! - (b) a valid instruction discriminator (the 13 instructions and Anchor's IDL tag) followed
+//! - (b) a valid instruction discriminator (the 15 instructions and Anchor's IDL tag) followed
 //!   by random bytes, mostly with the instruction's own accounts;
 //! - (c) a valid instruction for the current state, mutated: bytes flipped or overwritten,
 //!   data truncated or extended, accounts swapped, replaced, dropped or added, writable and
@@ -31,9 +31,9 @@ use psyche_coordinator::{
     CheckpointKindParam, CheckpointParams, CoordinatorAccount, CoordinatorInstance, RunConfigParams,
 };
 use psyche_coordinator_core::{
-    bloom::key_hex, committee, is_healthy, tick_deadline, CheckpointKind, Client, ClientState,
-    CoordinatorState, RunConfig, RunState, BLOOM_BITS, BLOOM_BYTES, LAYOUT_VERSION, MAX_CLIENTS,
-    MAX_WITNESSES, NUM_STORED_ROUNDS, REPO_LEN, RUN_ID_LEN,
+    bloom::key_hex, committee, is_healthy, tick_deadline, CheckpointKind, Client, ClientPhase,
+    ClientState, CoordinatorState, RunConfig, RunState, BLOOM_BITS, BLOOM_BYTES, LAYOUT_VERSION,
+    MAX_CLIENTS, MAX_WITNESSES, NUM_STORED_ROUNDS, REPO_LEN, RUN_ID_LEN,
 };
 use psyche_localnet::ix::{authorization_key, Run, PROGRAM_ID};
 use solana_account::Account;
@@ -114,11 +114,11 @@ impl Rng {
 
 // ------------------------------------------------------------------------------ instructions
 
-const KINDS: [&str; 13] = INSTRUCTIONS;
+const KINDS: [&str; 15] = INSTRUCTIONS;
 const INIT: usize = 0;
 const FREE: usize = 10;
 
-/// The 8-byte discriminators of the 13 instructions, then Anchor's IDL instruction tag.
+/// The 8-byte discriminators of the 15 instructions, then Anchor's IDL instruction tag.
 fn discriminators() -> Vec<[u8; 8]> {
     use psyche_coordinator::instruction as d;
     let mut out: Vec<[u8; 8]> = [
@@ -135,6 +135,8 @@ fn discriminators() -> Vec<[u8; 8]> {
         d::FreeCoordinator::DISCRIMINATOR,
         d::AuthorizeJoiner::DISCRIMINATOR,
         d::RevokeJoiner::DISCRIMINATOR,
+        d::Synced::DISCRIMINATOR,
+        d::Resync::DISCRIMINATOR,
     ]
     .iter()
     .map(|d| <[u8; 8]>::try_from(*d).expect("8-byte discriminators"))
@@ -195,6 +197,9 @@ fn live_config() -> RunConfig {
         verification_percent: 25,
         checkpointer_percent: 50,
         waiting_for_members_extra_time: 2,
+        // joins mid-epoch: queued, syncing two at a time, one warmup round
+        max_syncing: 2,
+        sync_warmup_rounds: 1,
         ..RunConfig::DEFAULT
     }
 }
@@ -658,7 +663,7 @@ impl Fuzz {
                 };
                 Built::one(run.authorize_joiner(&payer, &signer, grantee))
             }
-            _ => {
+            12 => {
                 let signer = if self.rng.percent(85) {
                     join_authority
                 } else {
@@ -667,6 +672,21 @@ impl Fuzz {
                 let grantee = *self.rng.pick(&self.clients.clone());
                 let spill = self.pool_key();
                 Built::one(run.revoke_joiner(&signer, &spill, &grantee))
+            }
+            13 => {
+                let (user, index) = self.client_of(t);
+                // mostly the agreed pair (accepted from a Syncing client), else a stale step
+                // or another hash (SyncHashMismatch)
+                let (sync_step, sync_hash) = match self.rng.below(4) {
+                    0 => (self.rng.interesting_u32(), agreed.1),
+                    1 => (agreed.0, self.rng.bytes(32).try_into().unwrap()),
+                    _ => agreed,
+                };
+                Built::one(run.synced(&user, index, sync_step, sync_hash))
+            }
+            _ => {
+                let (user, index) = self.client_of(t);
+                Built::one(run.resync(&user, index))
             }
         }
     }
@@ -805,8 +825,9 @@ impl Fuzz {
                     .iter()
                     .map(|w| w.index as usize)
                     .collect();
+                // Active and WarmingUp clients load the model; syncing ones may not say so
                 let todo: Vec<usize> = (0..st.clients().len())
-                    .filter(|i| !done.contains(i) && st.clients()[*i].is_healthy())
+                    .filter(|i| !done.contains(i) && st.clients()[*i].is_training())
                     .collect();
                 if todo.is_empty() || self.rng.percent(20) {
                     tick
@@ -827,7 +848,18 @@ impl Fuzz {
                     .into_iter()
                     .filter(|i| !done.contains(i) && st.clients()[*i].is_healthy())
                     .collect();
-                if todo.is_empty() || self.rng.percent(20) {
+                // a syncing client (joined mid-epoch) reports the agreed parameters
+                let syncing: Vec<usize> = (0..st.clients().len())
+                    .filter(|&i| {
+                        let c = &st.clients()[i];
+                        c.is_healthy() && c.phase() == ClientPhase::Syncing
+                    })
+                    .collect();
+                if !syncing.is_empty() && st.param_step != 0 && self.rng.percent(30) {
+                    let i = *self.rng.pick(&syncing);
+                    let key = Pubkey::new_from_array(st.clients()[i].signer);
+                    run.synced(&key, i as u32, st.param_step, st.param_hash)
+                } else if todo.is_empty() || self.rng.percent(20) {
                     tick
                 } else {
                     let i = *self.rng.pick(&todo);
@@ -1186,7 +1218,9 @@ fn check_slots(
             }
         } else if !state_ok(c.state) {
             return Err(format!("{name} {i} state {}", c.state));
-        } else if c._pad != [0; 7] {
+        } else if ClientPhase::from_u8(c.phase).is_none() {
+            return Err(format!("{name} {i} phase {}", c.phase));
+        } else if c._pad != [0; 2] {
             return Err(format!("{name} {i} padding"));
         } else if slots[..i].iter().any(|o| o.signer == c.signer) {
             return Err(format!("{name} {i} signer twice"));
@@ -1270,6 +1304,14 @@ fn check_state(s: &CoordinatorState, now: i64) -> Result<(), String> {
     check_slots("pending", &s.pending, np, |st| {
         st == ClientState::Healthy as u8
     })?;
+    ensure!(
+        s.pending().iter().all(|p| p.phase == 0 && p.since == 0),
+        "a pending entry with a phase"
+    );
+    ensure!(
+        s.clients().iter().all(|c| c.since <= h.step),
+        "a client phase that begins after the current step"
+    );
     for (k, r) in s.rounds.iter().enumerate() {
         let nw = r.witnesses_len as usize;
         ensure!(nw <= MAX_WITNESSES, "round {k}: {nw} witnesses");
@@ -1280,6 +1322,13 @@ fn check_state(s: &CoordinatorState, now: i64) -> Result<(), String> {
         ensure!(
             (nc..MAX_CLIENTS).all(|i| !r.is_participant(i)),
             "round {k}: a participant past the clients"
+        );
+        ensure!(
+            r.warming
+                .iter()
+                .zip(&r.participants)
+                .all(|(w, p)| w & !p == 0),
+            "round {k}: a warming client that is no participant"
         );
         for (j, w) in r.witnesses.iter().enumerate() {
             if j < nw {
@@ -1465,6 +1514,7 @@ fn the_slot_check_names_each_fault() {
     };
     assert_eq!(fault(&|s| s[2].state = 1), "unused pending slot 2 not zero");
     assert_eq!(fault(&|s| s[1].state = 9), "pending 1 state 9");
-    assert_eq!(fault(&|s| s[0]._pad[3] = 1), "pending 0 padding");
+    assert_eq!(fault(&|s| s[0]._pad[1] = 1), "pending 0 padding");
+    assert_eq!(fault(&|s| s[1].phase = 4), "pending 1 phase 4");
     assert_eq!(fault(&|s| s[1].signer = [1; 32]), "pending 1 signer twice");
 }

@@ -283,6 +283,21 @@ fn heap_per_instruction_fits_the_sbf_heap() {
         true,
         0,
     );
+    // client y lags (back to Syncing), then reports the agreed parameters (WarmingUp)
+    m.send(
+        "resync",
+        &[&clients[y]],
+        &[run.resync(&keys[y], y as u32)],
+        true,
+        0,
+    );
+    m.send(
+        "synced",
+        &[&clients[y]],
+        &[run.synced(&keys[y], y as u32, agreed_step, agreed_hash)],
+        true,
+        0,
+    );
     m.send(
         "withdraw",
         &[&clients[1]],

@@ -23,6 +23,8 @@ mod negative_init;
 mod negative_join;
 mod negative_known_issues;
 mod negative_owner;
+mod negative_resync;
+mod negative_synced;
 mod negative_tick;
 mod negative_withdraw;
 mod negative_witness;

@@ -59,11 +59,13 @@ fn accounts_of_another_run_are_refused() {
                 c.insecure_clone(),
             ),
             (run.withdraw(&ck), c.insecure_clone()),
+            (run.synced(&ck, 0, 1, [7; 32]), c.insecure_clone()),
+            (run.resync(&ck, 0), c.insecure_clone()),
         ]
     };
     let mut cases = build(&a, a.r.instance(), b.r.account_key());
     cases.extend(build(&b, b.r.instance(), a.r.account_key()));
-    assert_eq!(cases.len(), 20);
+    assert_eq!(cases.len(), 24);
     for (ix, signer) in &cases {
         env.expect_err(
             &[signer],
@@ -178,16 +180,19 @@ fn an_account_of_another_layout_version_is_refused_by_name() {
         (run.health_check(&ck, 0, vec![1]), &c),
         (run.checkpoint(&ck, 0, "org/model", "", 1, params_at(1)), &c),
         (run.withdraw(&ck), &c),
+        (run.synced(&ck, 0, 1, params_at(1)), &c),
+        (run.resync(&ck, 0), &c),
     ];
     let current = env.account(&key).unwrap();
     let at = 8 + psyche_coordinator_core::VERSION_OFFSET;
-    // version 1 (zero padding there) at this size and at its own (4,216 bytes shorter), and a
-    // version from the future
+    // version 1 (zero padding there) at this size and at its own (4,216 bytes shorter),
+    // version 2 (no client phases, 128 bytes shorter) and a version from the future
     let mut versions = Vec::new();
     for (version, len) in [
         (0u32, current.data.len()),
         (0, 8 + 133_640),
-        (3, current.data.len()),
+        (2, 8 + 137_856),
+        (4, current.data.len()),
     ] {
         let mut other = current.clone();
         other.data.truncate(len);

@@ -39,6 +39,8 @@ fn truncated_arguments_do_not_deserialize() {
             r.run.checkpoint(&ck, 0, "org/model", "main", 1, [7; 32]),
             &c,
         ),
+        (r.run.synced(&ck, 0, 1, [7; 32]), &c),
+        (r.run.resync(&ck, 0), &c),
     ];
     for (ix, signer) in cases {
         assert!(ix.data.len() > 8);

@@ -101,6 +101,33 @@ fn join_run_refusals() {
 }
 
 #[test]
+fn join_run_refuses_a_joiner_past_capacity() {
+    let mut env = Env::new();
+    let config = RunConfig {
+        max_clients: 2,
+        max_syncing: 1,
+        ..test_config(2)
+    };
+    // for the next epoch: two members, a third is refused
+    let r = env.create_run("cap", true, config);
+    env.resume(&r);
+    let (a, b, c) = (env.keypair(), env.keypair(), env.keypair());
+    env.join(&r, &a, None);
+    env.join(&r, &b, None);
+    let ix = r.run.join_run(&c.pubkey(), None, [3; 32]);
+    env.expect_err(&[&c], &[ix], pe(PE::RunFull), &r.keys());
+    // mid-epoch: the run's two clients fill it
+    let live = env.round_train("cap-live", 2, config);
+    let ix = live.r.run.join_run(&c.pubkey(), None, [3; 32]);
+    env.expect_err(&[&c], &[ix], pe(PE::RunFull), &live.r.keys());
+    // a client of this epoch may still join the next one
+    let k = live.client(0).insecure_clone();
+    env.join(&live.r, &k, None);
+}
+
+/// 256 joiners fill the run (`max_clients` 256): the 257th is refused by capacity, checked
+/// before the list's own room (`ClientsFull`, which the vectors reach).
+#[test]
 fn join_run_refuses_the_257th_joiner() {
     let mut env = Env::new();
     let r = env.create_run(
@@ -119,5 +146,5 @@ fn join_run_refuses_the_257th_joiner() {
     }
     let c = Keypair::new();
     let ix = r.run.join_run(&c.pubkey(), None, [1; 32]);
-    env.expect_err(&[&c], &[ix], pe(PE::ClientsFull), &r.keys());
+    env.expect_err(&[&c], &[ix], pe(PE::RunFull), &r.keys());
 }

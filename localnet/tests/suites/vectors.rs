@@ -37,6 +37,8 @@ enum Op {
     Witness([u8; 32], u32, u32, Vec<u8>, Vec<u8>, [u8; 32], [u8; 32]),
     HealthCheck([u8; 32], u32, Vec<u16>),
     Checkpoint([u8; 32], u32, String, String, u32, [u8; 32]),
+    Synced([u8; 32], u32, u32, [u8; 32]),
+    Resync([u8; 32], u32),
     Pause,
     Resume,
     Update(Option<RunConfigParams>, Option<CheckpointParams>),
@@ -90,6 +92,10 @@ fn config_from_json(v: &Value) -> Option<RunConfig> {
             "verification_percent" => c.verification_percent = int(v)?,
             "checkpointer_percent" => c.checkpointer_percent = int(v)?,
             "waiting_for_members_extra_time" => c.waiting_for_members_extra_time = int(v)?,
+            "max_clients" => c.max_clients = int(v)?,
+            "max_syncing" => c.max_syncing = int(v)?,
+            "kept_rounds" => c.kept_rounds = int(v)?,
+            "sync_warmup_rounds" => c.sync_warmup_rounds = int(v)?,
             _ => return None,
         }
     }
@@ -148,6 +154,8 @@ fn decode(op: &str, args: &Value) -> Option<Op> {
         ],
         "health_check" => &["signer", "index", "targets"],
         "checkpoint" => &["signer", "index", "repo", "revision", "step", "param_hash"],
+        "synced" => &["signer", "index", "step", "param_hash"],
+        "resync" => &["signer", "index"],
         "update" => &["config", "checkpoint"],
         _ => return None,
     };
@@ -191,6 +199,13 @@ fn decode(op: &str, args: &Value) -> Option<Op> {
             int(g("step")?)?,
             key(g("param_hash")?)?,
         ),
+        "synced" => Op::Synced(
+            key(g("signer")?)?,
+            int(g("index")?)?,
+            int(g("step")?)?,
+            key(g("param_hash")?)?,
+        ),
+        "resync" => Op::Resync(key(g("signer")?)?, int(g("index")?)?),
         "update" => Op::Update(
             match g("config") {
                 None => None,
@@ -223,6 +238,8 @@ fn apply_core(s: &mut CoordinatorState, now: u64, op: &Op) -> Result<(), Coordin
         Op::Checkpoint(k, i, r, v, st, h) => {
             core_sm::checkpoint(s, now, k, *i, r.as_bytes(), v.as_bytes(), *st, h)
         }
+        Op::Synced(k, i, st, h) => core_sm::synced(s, now, k, *i, *st, h),
+        Op::Resync(k, i) => core_sm::resync(s, now, k, *i),
         Op::Pause => core_sm::pause(s, now),
         Op::Resume => core_sm::resume(s, now),
         Op::Update(c, ck) => {
@@ -245,6 +262,8 @@ fn instruction_for(env: &Env, run: &Run, authority: &Pubkey, op: &Op) -> Instruc
         }
         Op::HealthCheck(k, i, t) => run.health_check(&key(k), *i, t.clone()),
         Op::Checkpoint(k, i, r, v, st, h) => run.checkpoint(&key(k), *i, r, v, *st, *h),
+        Op::Synced(k, i, st, h) => run.synced(&key(k), *i, *st, *h),
+        Op::Resync(k, i) => run.resync(&key(k), *i),
         Op::Pause => run.set_paused(authority, true),
         Op::Resume => run.set_paused(authority, false),
         Op::Update(c, ck) => run.update(authority, *c, ck.clone()),

@@ -31,8 +31,8 @@ use solana_transaction_error::TransactionError;
 
 pub const T0: i64 = 1_700_000_000;
 
-/// Every instruction of the program, in the IDL's order of the handlers.
-pub const INSTRUCTIONS: [&str; 13] = [
+/// Every instruction of the program, in the order of the handlers in `#[program]`.
+pub const INSTRUCTIONS: [&str; 15] = [
     "init_coordinator",
     "update",
     "set_paused",
@@ -46,6 +46,8 @@ pub const INSTRUCTIONS: [&str; 13] = [
     "free_coordinator",
     "authorize_joiner",
     "revoke_joiner",
+    "synced",
+    "resync",
 ];
 pub const SOL: u64 = 1_000_000_000;
 

@@ -65,6 +65,12 @@ pub enum CoordinatorProgramError {
     InvalidRunId = 21,
     #[msg("invalid operation or argument")]
     InvalidOperation = 22,
+    #[msg("the run is full: it has max_clients clients; try again later")]
+    RunFull = 23,
+    #[msg("the client is not in a phase that may send this")]
+    WrongPhase = 24,
+    #[msg("the synced step and parameter hash are not the pair the witnesses agreed on")]
+    SyncHashMismatch = 25,
 
     // ---- program errors (6100..)
     #[msg("an authorization was granted to another signer")]
@@ -118,6 +124,9 @@ impl From<CoordinatorError> for CoordinatorProgramError {
             C::InvalidConfig => Self::InvalidConfig,
             C::InvalidRunId => Self::InvalidRunId,
             C::InvalidOperation => Self::InvalidOperation,
+            C::RunFull => Self::RunFull,
+            C::WrongPhase => Self::WrongPhase,
+            C::SyncHashMismatch => Self::SyncHashMismatch,
         }
     }
 }

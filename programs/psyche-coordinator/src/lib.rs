@@ -46,10 +46,12 @@ pub mod logic {
     pub use crate::instructions::health_check::health_check;
     pub use crate::instructions::init_coordinator::{check_run_id_length, init_account_data};
     pub use crate::instructions::join_run::{check_join_permission, join_run};
+    pub use crate::instructions::resync::resync;
     pub use crate::instructions::run_accounts::{
         check_layout, layout_version_of, now_from_unix_timestamp,
     };
     pub use crate::instructions::set_paused::set_paused;
+    pub use crate::instructions::synced::synced;
     pub use crate::instructions::tick::tick;
     pub use crate::instructions::update::update;
     pub use crate::instructions::warmup_witness::warmup_witness;
@@ -181,5 +183,23 @@ pub mod psyche_coordinator {
     /// Clients already joined stay; the grantee cannot join again.
     pub fn revoke_joiner(ctx: Context<RevokeJoiner>) -> Result<()> {
         revoke_joiner::handler(ctx)
+    }
+
+    /// A syncing client's parameters for `step` hash to `param_hash`, the agreed pair
+    /// (`SyncHashMismatch` otherwise; `WrongPhase` unless Syncing): it warms up next; then
+    /// tick.
+    pub fn synced(
+        ctx: Context<PermissionlessCoordinatorAccounts>,
+        index: u32,
+        step: u32,
+        param_hash: [u8; 32],
+    ) -> Result<()> {
+        synced::handler(ctx, index, step, param_hash)
+    }
+
+    /// An Active or WarmingUp client lags and goes back to syncing (`WrongPhase` otherwise);
+    /// then tick.
+    pub fn resync(ctx: Context<PermissionlessCoordinatorAccounts>, index: u32) -> Result<()> {
+        resync::handler(ctx, index)
     }
 }

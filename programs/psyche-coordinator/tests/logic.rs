@@ -9,8 +9,8 @@ use psyche_coordinator::{
     RunConfigParams,
 };
 use psyche_coordinator_core::{
-    self as core_sm, CheckpointArgs, CoordinatorError, CoordinatorState, RunConfig, RunState,
-    STATE_SIZE,
+    self as core_sm, CheckpointArgs, ClientPhase, CoordinatorError, CoordinatorState, RunConfig,
+    RunState, STATE_SIZE,
 };
 use sha2::{Digest, Sha256};
 
@@ -62,10 +62,10 @@ fn discriminators_are_anchors() {
 
 #[test]
 fn coordinator_account_is_the_core_state() {
-    assert_eq!(core::mem::size_of::<CoordinatorAccount>(), 137_856);
+    assert_eq!(core::mem::size_of::<CoordinatorAccount>(), 137_984);
     assert_eq!(core::mem::size_of::<CoordinatorAccount>(), STATE_SIZE);
     assert_eq!(core::mem::align_of::<CoordinatorAccount>(), 8);
-    assert_eq!(CoordinatorAccount::SPACE, 137_864);
+    assert_eq!(CoordinatorAccount::SPACE, 137_992);
     // the view is the same memory
     let mut words = vec![0u64; STATE_SIZE / 8];
     let account: &mut CoordinatorAccount =
@@ -127,35 +127,40 @@ fn run_config_params_round_trip() {
         witness_nodes: 11,
         global_batch_size_start: 12,
         global_batch_size_end: 13,
+        max_clients: 17,
+        max_syncing: 18,
+        kept_rounds: 19,
         verification_percent: 14,
         checkpointer_percent: 15,
         waiting_for_members_extra_time: 16,
-        _pad: [0; 7],
+        sync_warmup_rounds: 20,
     };
     assert_eq!(RunConfigParams::from_core(&c).to_core(), c);
-    // borsh: the 80 canonical bytes minus the 7 pad bytes
-    assert_eq!(
-        RunConfigParams::from_core(&c).try_to_vec().unwrap().len(),
-        73
-    );
+    // borsh: the 80 canonical bytes (no padding), in the same order
+    let borsh = RunConfigParams::from_core(&c).try_to_vec().unwrap();
+    assert_eq!(borsh, bytemuck::bytes_of(&c));
 }
 
 #[test]
 fn the_prologue_refuses_another_layout_version_before_the_size() {
     let mut data = vec![0u8; CoordinatorAccount::SPACE];
-    data[8 + 92..8 + 96].copy_from_slice(&2u32.to_le_bytes());
-    assert_eq!(logic::layout_version_of(&data), Some(2));
+    data[8 + 92..8 + 96].copy_from_slice(&3u32.to_le_bytes());
+    assert_eq!(logic::layout_version_of(&data), Some(3));
     assert_eq!(logic::check_layout(&data), Ok(()));
+    // version 2 had no client phases and was 128 bytes shorter
+    let mut v2 = vec![0u8; 8 + 137_856];
+    v2[8 + 92..8 + 96].copy_from_slice(&2u32.to_le_bytes());
+    assert_eq!(logic::check_layout(&v2), Err(PE::LayoutVersionMismatch));
     // version 1 had zero padding at offset 92, and was 4,216 bytes shorter
     data[8 + 92..8 + 96].fill(0);
     assert_eq!(logic::layout_version_of(&data), Some(1));
     assert_eq!(logic::check_layout(&data), Err(PE::LayoutVersionMismatch));
     let v1 = vec![0u8; 8 + 133_640];
     assert_eq!(logic::check_layout(&v1), Err(PE::LayoutVersionMismatch));
-    data[8 + 92..8 + 96].copy_from_slice(&3u32.to_le_bytes());
+    data[8 + 92..8 + 96].copy_from_slice(&4u32.to_le_bytes());
     assert_eq!(logic::check_layout(&data), Err(PE::LayoutVersionMismatch));
     // this version at another size; too short to hold a version
-    data[8 + 92..8 + 96].copy_from_slice(&2u32.to_le_bytes());
+    data[8 + 92..8 + 96].copy_from_slice(&3u32.to_le_bytes());
     data.push(0);
     assert_eq!(logic::check_layout(&data), Err(PE::AccountIncorrectSize));
     assert_eq!(logic::layout_version_of(&data[..99]), None);
@@ -313,6 +318,45 @@ fn client_operations_tick_after_success_only() {
     logic::set_paused(b.s(), t0 + 7, true).unwrap(); // active: pause after the round
     assert_eq!(b.s().header.pending_pause, 1);
     assert_eq!(logic::tick(b.s(), t0 + 7), Ok(()));
+}
+
+#[test]
+fn synced_and_resync_are_the_core_operations() {
+    let cfg = RunConfig {
+        max_syncing: 1,
+        ..quick_config()
+    };
+    let mut b = fresh_run(&cfg);
+    let t0 = 1_000;
+    logic::set_paused(b.s(), t0, false).unwrap();
+    let (alice, carol) = (Pubkey::new_unique(), Pubkey::new_unique());
+    logic::join_run(b.s(), t0 + 5, &alice, &[1; 32]).unwrap();
+    logic::warmup_witness(b.s(), t0 + 6, &alice, 0).unwrap();
+    assert_eq!(b.s().run_state(), RunState::RoundTrain);
+    // a join mid-epoch: queued, then syncing at once (a free slot)
+    logic::join_run(b.s(), t0 + 6, &carol, &[3; 32]).unwrap();
+    assert_eq!(b.s().clients()[1].phase(), ClientPhase::Syncing);
+    // nothing is agreed yet: refused, and nothing written (no tick either)
+    let before = bytemuck::bytes_of(b.s()).to_vec();
+    assert_eq!(
+        logic::synced(b.s(), t0 + 60, &carol, 1, 1, &[9; 32]),
+        Err(PE::SyncHashMismatch)
+    );
+    assert_eq!(
+        logic::resync(b.s(), t0 + 60, &carol, 1),
+        Err(PE::WrongPhase)
+    );
+    assert!(bytemuck::bytes_of(b.s()) == &before[..]);
+    // an Active client lags: back to Syncing at the current step; then the tick runs
+    logic::resync(b.s(), t0 + 60, &alice, 0).unwrap();
+    assert_eq!(b.s().clients()[0].phase(), ClientPhase::Syncing);
+    let step = b.s().header.step;
+    assert_eq!(b.s().clients()[0].since, step);
+    assert_eq!(b.s().run_state(), RunState::RoundWitness);
+    assert_eq!(
+        logic::synced(b.s(), t0 + 60, &alice, 0, 1, &[0; 32]),
+        Err(PE::SyncHashMismatch)
+    );
 }
 
 #[test]

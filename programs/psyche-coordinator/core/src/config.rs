@@ -1,9 +1,11 @@
 //! RunConfig (`config.py`): every knob of a run, stored in the canonical layout (80 bytes,
-//! `CONFIG_FORMAT = "<QQQQQQIIIHHHHHBBB7x"`).
+//! `CONFIG_FORMAT = "<QQQQQQIIIHHHHHHHHBBBB"`).
 
 use bytemuck::{Pod, Zeroable};
 
-use crate::constants::{MAX_CLIENTS, MAX_TIME_SECONDS, MAX_WARMUP_TOKENS, MAX_WITNESSES};
+use crate::constants::{
+    MAX_CLIENTS, MAX_SYNC_WARMUP_ROUNDS, MAX_TIME_SECONDS, MAX_WARMUP_TOKENS, MAX_WITNESSES,
+};
 use crate::error::CoordinatorError;
 
 /// Times are whole seconds; batch sizes count sequences of `max_seq_len` tokens.
@@ -37,14 +39,23 @@ pub struct RunConfig {
     pub witness_nodes: u16,
     pub global_batch_size_start: u16,
     pub global_batch_size_end: u16,
+    /// Capacity: a join beyond this many clients (this epoch's and the next's) is refused
+    /// (`RunFull`). In [init_min_clients, MAX_CLIENTS].
+    pub max_clients: u16,
+    /// How many clients may be Syncing or WarmingUp at once; the rest queue in FIFO order.
+    /// 0 = no mid-epoch join: every join waits for the next epoch.
+    pub max_syncing: u16,
+    /// W: rounds of applied results every client keeps and serves to syncing peers; at least
+    /// `checkpoint_interval`.
+    pub kept_rounds: u16,
     /// Share of each round's clients elected to verify, not train.
     pub verification_percent: u8,
     /// Share elected to checkpoint at cooldown; 0 = anyone may.
     pub checkpointer_percent: u8,
     /// Least time in WaitingForMembers before Warmup.
     pub waiting_for_members_extra_time: u8,
-    /// Always zero.
-    pub _pad: [u8; 7],
+    /// K: rounds a synced client trains before its results count (at most 32).
+    pub sync_warmup_rounds: u8,
 }
 
 const _: () = assert!(core::mem::size_of::<RunConfig>() == crate::constants::CONFIG_SIZE);
@@ -73,14 +84,16 @@ impl RunConfig {
         witness_nodes: 0,
         global_batch_size_start: 8,
         global_batch_size_end: 8,
+        max_clients: MAX_CLIENTS as u16,
+        max_syncing: 0,
+        kept_rounds: 64,
         verification_percent: 0,
         checkpointer_percent: 0,
         waiting_for_members_extra_time: 3,
-        _pad: [0; 7],
+        sync_warmup_rounds: 2,
     };
 
-    /// The same rules as `RunConfig.validate`; every violation is `InvalidConfig`. The padding
-    /// must also be zero (it has no Python counterpart; a non-zero pad would not be canonical).
+    /// The same rules as `RunConfig.validate`; every violation is `InvalidConfig`.
     pub fn validate(&self) -> Result<(), CoordinatorError> {
         let t = MAX_TIME_SECONDS;
         let e = self.epoch_time;
@@ -104,7 +117,10 @@ impl RunConfig {
             && self.checkpointer_percent <= 100
             && self.waiting_for_members_extra_time >= 1
             && self.checkpoint_interval <= self.total_steps
-            && self._pad == [0; 7];
+            && (self.init_min_clients..=MAX_CLIENTS as u16).contains(&self.max_clients)
+            && (self.max_syncing as usize) <= MAX_CLIENTS
+            && self.checkpoint_interval <= self.kept_rounds as u32
+            && self.sync_warmup_rounds <= MAX_SYNC_WARMUP_ROUNDS;
         if ok {
             Ok(())
         } else {
@@ -120,7 +136,7 @@ mod tests {
     #[test]
     fn default_is_valid_and_ranges_are_enforced() {
         assert_eq!(RunConfig::DEFAULT.validate(), Ok(()));
-        let bad: [fn(&mut RunConfig); 18] = [
+        let bad: [fn(&mut RunConfig); 23] = [
             |c| c.epoch_time = 0,
             |c| c.epoch_time = MAX_TIME_SECONDS + 1,
             |c| c.warmup_time = c.epoch_time,
@@ -139,6 +155,14 @@ mod tests {
             |c| c.checkpointer_percent = 101,
             |c| c.waiting_for_members_extra_time = 0,
             |c| c.checkpoint_interval = c.total_steps + 1,
+            |c| c.max_clients = c.init_min_clients - 1,
+            |c| c.max_clients = 257,
+            |c| c.max_syncing = 257,
+            |c| {
+                c.checkpoint_interval = 65;
+                c.kept_rounds = 64
+            },
+            |c| c.sync_warmup_rounds = 33,
         ];
         for (i, f) in bad.iter().enumerate() {
             let mut c = RunConfig::DEFAULT;
@@ -149,9 +173,6 @@ mod tests {
                 "case {i}"
             );
         }
-        let mut c = RunConfig::DEFAULT;
-        c._pad[1] = 1;
-        assert_eq!(c.validate(), Err(CoordinatorError::InvalidConfig));
         // upper edges that are allowed
         let mut c = RunConfig::DEFAULT;
         c.total_steps = u32::MAX - 8;
@@ -166,7 +187,21 @@ mod tests {
         c.waiting_for_members_extra_time = u8::MAX;
         c.checkpointer_percent = 100;
         c.verification_percent = 50;
-        c.checkpoint_interval = c.total_steps;
+        c.checkpoint_interval = u16::MAX as u32;
+        c.kept_rounds = u16::MAX;
+        c.max_clients = 256;
+        c.max_syncing = 256;
+        c.sync_warmup_rounds = 32;
+        assert_eq!(c.validate(), Ok(()));
+        // and lower edges
+        let mut c = RunConfig::DEFAULT;
+        c.init_min_clients = 3;
+        c.min_clients = 3;
+        c.max_clients = 3;
+        c.max_syncing = 0;
+        c.sync_warmup_rounds = 0;
+        c.checkpoint_interval = 10;
+        c.kept_rounds = 10;
         assert_eq!(c.validate(), Ok(()));
     }
 }

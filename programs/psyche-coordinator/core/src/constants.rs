@@ -17,8 +17,9 @@ pub const ZERO_HASH: [u8; PARAM_HASH_LEN] = [0; PARAM_HASH_LEN];
 /// The account layout's version, stored in the header at [`VERSION_OFFSET`]. Bump it with any
 /// change to the canonical bytes: code meeting another version stops (`LayoutVersionMismatch`)
 /// instead of misreading the fields. 1: the layout before the version existed (those 4 bytes
-/// were zero padding); 2: parameter hashes.
-pub const LAYOUT_VERSION: u32 = 2;
+/// were zero padding); 2: parameter hashes; 3: client phases (join mid-epoch, sync) and the
+/// warming mask of a round.
+pub const LAYOUT_VERSION: u32 = 3;
 /// Where `layout_version` (u32 LE) sits in every layout from version 2 on.
 pub const VERSION_OFFSET: usize = 92;
 /// Signer and p2p identity keys.
@@ -32,6 +33,9 @@ pub const BLOOM_BITS_PER_SLICE: usize = 353;
 pub const BLOOM_BITS: usize = BLOOM_SLICES * BLOOM_BITS_PER_SLICE; // 2824 = 353 bytes
 /// 353 bytes of bits and 3 zero padding bytes, so witnesses stay 8-byte aligned.
 pub const BLOOM_BYTES: usize = 356;
+
+/// The most rounds a synced client trains before its results count (`sync_warmup_rounds`).
+pub const MAX_SYNC_WARMUP_ROUNDS: u8 = 32;
 
 /// Bounds that keep integer arithmetic inside u64 (no u128 on chain).
 pub const MAX_WARMUP_TOKENS: u64 = 1 << 44;
@@ -56,8 +60,8 @@ pub const CONFIG_SIZE: usize = 80;
 pub const HASHES_SIZE: usize = 3 * PARAM_HASH_LEN + 16;
 pub const CLIENT_SIZE: usize = 72;
 pub const WITNESS_SIZE: usize = 784;
-pub const ROUND_SIZE: usize = 25_144;
-pub const STATE_SIZE: usize = 137_856;
+pub const ROUND_SIZE: usize = 25_176;
+pub const STATE_SIZE: usize = 137_984;
 
 pub const CONFIG_OFFSET: usize = HEADER_SIZE;
 pub const REPO_OFFSET: usize = CONFIG_OFFSET + CONFIG_SIZE;

@@ -20,7 +20,8 @@ use crate::constants::*;
 use crate::error::CoordinatorError;
 use crate::shuffle::{sha256, u64_le};
 use crate::state::{
-    bit, popcount, zero, CheckpointKind, Client, ClientState, CoordinatorState, Round, RunState,
+    bit, popcount, zero, CheckpointKind, Client, ClientPhase, ClientState, CoordinatorState, Round,
+    RunState,
 };
 
 type Result<T = ()> = core::result::Result<T, CoordinatorError>;
@@ -205,9 +206,17 @@ fn start_epoch(s: &mut CoordinatorState, now: u64) {
     }
     let joining = s.pending().len();
     let old = s.clients().len();
+    let step = s.header.step;
     for i in 0..joining {
-        s.clients[i] = s.pending[i];
-        s.clients[i].state = ClientState::Healthy as u8;
+        let p = s.pending[i];
+        s.clients[i] = Client {
+            signer: p.signer,
+            p2p_identity: p.p2p_identity,
+            state: ClientState::Healthy as u8,
+            phase: ClientPhase::Active as u8,
+            _pad: [0; 2],
+            since: step,
+        };
         zero(&mut s.pending[i]);
     }
     for c in s.clients[joining..old.max(joining)].iter_mut() {
@@ -226,7 +235,47 @@ fn start_epoch(s: &mut CoordinatorState, now: u64) {
     change_state(s, now, RunState::Warmup);
 }
 
+/// `_set_phase`: the client at `index` enters `phase` at the current step.
+fn set_phase(s: &mut CoordinatorState, index: usize, phase: ClientPhase) {
+    let step = s.header.step;
+    let c = &mut s.clients[index];
+    c.phase = phase as u8;
+    c.since = step;
+}
+
+/// `_promote_queued`: queued clients start syncing, first come (smallest `(since, index)`)
+/// first served, while fewer than `max_syncing` are Syncing or WarmingUp.
+fn promote_queued(s: &mut CoordinatorState) {
+    // each pass promotes one client or returns: at most MAX_CLIENTS passes
+    for _ in 0..MAX_CLIENTS {
+        if s.syncing_count() >= s.config.max_syncing as usize {
+            return;
+        }
+        let first = s
+            .clients()
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.is_healthy() && c.phase() == ClientPhase::Queued)
+            .min_by_key(|(i, c)| (c.since, *i))
+            .map(|(i, _)| i);
+        match first {
+            Some(i) => set_phase(s, i, ClientPhase::Syncing),
+            None => return,
+        }
+    }
+}
+
 fn start_round_train(s: &mut CoordinatorState, now: u64) {
+    // a client synced during round w warms up in rounds w+1..w+K, and is Active from w+K+1
+    let warm = s.config.sync_warmup_rounds as u64;
+    let step = s.header.step as u64;
+    for i in 0..s.clients().len() {
+        let c = &s.clients[i];
+        if c.is_training() && c.phase() == ClientPhase::WarmingUp && step > c.since as u64 + warm {
+            set_phase(s, i, ClientPhase::Active);
+        }
+    }
+    promote_queued(s);
     let (head, height, data_index) = if s.header.first_round != 0 {
         (0, 0, s.header.epoch_start_data_index)
     } else {
@@ -239,13 +288,15 @@ fn start_round_train(s: &mut CoordinatorState, now: u64) {
     };
     s.header.rounds_head = head as u32;
     let seed = round_seed(s, now);
-    let mask = s.healthy_mask();
+    let mask = s.training_mask();
+    let warming = s.warming_mask();
     let r = &mut s.rounds[head];
     zero(r);
     r.height = height;
     r.data_index = data_index;
     r.random_seed = seed;
     r.participants = mask;
+    r.warming = warming;
     r.participant_count = popcount(&mask) as u16;
     change_state(s, now, RunState::RoundTrain);
 }
@@ -272,7 +323,7 @@ fn end_round(s: &mut CoordinatorState, now: u64) {
     }
     let last = s.header.last_step;
     if (last != 0 && s.header.step >= last)
-        || s.healthy_count() < s.config.min_clients as usize
+        || s.training_count() < s.config.min_clients as usize
         || witnesses < witness_quorum(elected)
         || s.header.pending_pause != 0
     {
@@ -359,9 +410,13 @@ pub fn tick(s: &mut CoordinatorState, now: u64) -> Result {
             }
         }
         RunState::Warmup => {
-            if s.healthy_count() < cfg.min_clients as usize {
+            let over = timed_out(s, now, cfg.warmup_time);
+            if over {
+                drop_unready(s);
+            }
+            if s.training_count() < cfg.min_clients as usize {
                 start_waiting_for_members(s, now);
-            } else if timed_out(s, now, cfg.warmup_time) || warmup_ready(s) {
+            } else if over || warmup_ready(s) {
                 // ready: the last client not yet ready may have left since the last warmup witness
                 start_round_train(s, now);
             }
@@ -386,7 +441,39 @@ pub fn tick(s: &mut CoordinatorState, now: u64) -> Result {
     Ok(())
 }
 
-/// Register for the next epoch. A client takes part in one epoch per join.
+/// `_require_room`: a signer that is not a healthy client of this epoch is a new member,
+/// refused (`RunFull`) when `max_clients` are members already.
+fn require_room(s: &CoordinatorState, signer: &[u8; KEY_LEN]) -> Result {
+    if s.client_index(signer)
+        .is_some_and(|i| s.clients[i].is_healthy())
+    {
+        return Ok(()); // already counted: a client of this epoch joining for the next one
+    }
+    if s.member_count() >= s.config.max_clients as usize {
+        return Err(E::RunFull);
+    }
+    Ok(())
+}
+
+/// `_joins_mid_epoch`: joins are allowed mid-epoch (`max_syncing > 0`), the epoch is in its
+/// Warmup or rounds, and the signer is not a healthy client of it.
+fn joins_mid_epoch(s: &CoordinatorState, signer: &[u8; KEY_LEN]) -> bool {
+    let st = s.run_state();
+    if s.config.max_syncing == 0
+        || !matches!(
+            st,
+            RunState::Warmup | RunState::RoundTrain | RunState::RoundWitness
+        )
+    {
+        return false;
+    }
+    !s.client_index(signer)
+        .is_some_and(|i| s.clients[i].is_healthy())
+}
+
+/// Join the run. During an epoch's Warmup or rounds (when `max_syncing` allows joins
+/// mid-epoch) a newcomer enters this epoch Queued and syncs when the queue lets it; otherwise,
+/// and for a client of this epoch, the join is for the next epoch. One join covers one epoch.
 pub fn join(s: &mut CoordinatorState, now: u64, signer: &[u8], p2p_identity: &[u8]) -> Result {
     check_time(s, now)?;
     let signer = key(signer)?;
@@ -396,6 +483,34 @@ pub fn join(s: &mut CoordinatorState, now: u64, signer: &[u8], p2p_identity: &[u
     }
     if s.pending_index(signer).is_some() {
         return Err(E::AlreadyJoined);
+    }
+    require_room(s, signer)?;
+    if joins_mid_epoch(s, signer) {
+        if s.member_count() >= s.config.global_batch_size_end as usize {
+            return Err(E::MoreClientsThanBatches);
+        }
+        let queued = Client {
+            signer: *signer,
+            p2p_identity: *p2p_identity,
+            state: ClientState::Healthy as u8,
+            phase: ClientPhase::Queued as u8,
+            _pad: [0; 2],
+            since: s.header.step,
+        };
+        match s.client_index(signer) {
+            // it left or was dropped this epoch: back at the queue's tail
+            Some(i) => s.clients[i] = queued,
+            None => {
+                let n = s.clients().len();
+                if n >= MAX_CLIENTS {
+                    return Err(E::ClientsFull);
+                }
+                s.clients[n] = queued;
+                s.header.clients_len = (n + 1) as u16;
+            }
+        }
+        promote_queued(s);
+        return Ok(());
     }
     let n = s.pending().len();
     if n >= MAX_CLIENTS {
@@ -408,7 +523,9 @@ pub fn join(s: &mut CoordinatorState, now: u64, signer: &[u8], p2p_identity: &[u
         signer: *signer,
         p2p_identity: *p2p_identity,
         state: ClientState::Healthy as u8,
-        _pad: [0; 7],
+        phase: ClientPhase::Active as u8,
+        _pad: [0; 2],
+        since: 0,
     };
     s.header.pending_len = (n + 1) as u16;
     Ok(())
@@ -448,6 +565,7 @@ pub fn warmup_witness(s: &mut CoordinatorState, now: u64, signer: &[u8], index: 
         return Err(E::InvalidRunState);
     }
     let index = sender(s, signer, index)?;
+    require_phase(s, index, &[ClientPhase::Active, ClientPhase::WarmingUp])?;
     check_push_witness(s.current_round(), index)?;
     push_witness(s.current_round_mut(), index, |_| {});
     if warmup_ready(s) {
@@ -456,10 +574,10 @@ pub fn warmup_witness(s: &mut CoordinatorState, now: u64, signer: &[u8], index: 
     Ok(())
 }
 
-/// Enough clients to train, and every healthy one (up to 32) has said its model is loaded.
-/// Warmup witnesses of clients that left since do not count.
+/// Enough clients to train, and every one (up to 32) has said its model is loaded. Warmup
+/// witnesses of clients that left (or went back to syncing) since do not count.
 fn warmup_ready(s: &CoordinatorState) -> bool {
-    let healthy = s.healthy_count();
+    let training = s.training_count();
     let clients = s.clients();
     let ready = s
         .current_round()
@@ -468,10 +586,32 @@ fn warmup_ready(s: &CoordinatorState) -> bool {
         .filter(|w| {
             clients
                 .get(w.index as usize)
-                .is_some_and(|c| c.is_healthy())
+                .is_some_and(|c| c.is_training())
         })
         .count();
-    healthy >= s.config.min_clients as usize && ready >= healthy.min(MAX_WITNESSES)
+    training >= s.config.min_clients as usize && ready >= training.min(MAX_WITNESSES)
+}
+
+/// `_drop_unready`: the Warmup timed out; training clients that never said their model is
+/// loaded (killed, crashed, cut off, too slow) are dropped, and out of the next epoch too,
+/// instead of holding rounds they cannot train.
+fn drop_unready(s: &mut CoordinatorState) {
+    for i in 0..s.clients().len() {
+        let ready = s
+            .current_round()
+            .witnesses()
+            .iter()
+            .any(|w| w.index as usize == i);
+        if ready || !s.clients[i].is_training() {
+            continue;
+        }
+        s.clients[i].state = ClientState::Dropped as u8;
+        // pending signers are unique (join refuses duplicates): at most one to remove
+        let signer = s.clients[i].signer;
+        if let Some(p) = s.pending_index(&signer) {
+            remove_pending(s, p);
+        }
+    }
 }
 
 /// An elected witness reports what it received (blooms of trainers and of commitments) and
@@ -515,6 +655,7 @@ pub fn witness(
         w.broadcast_bloom = *broadcast_bloom;
     });
     agree_on_params(s, elected, param_hash);
+    lagging_witnesses_sync(s);
     if st == RunState::RoundTrain && s.current_round().witnesses().len() >= elected {
         // opportunistic witnessing: every elected witness has all results, no need to wait
         change_state(s, now, RunState::RoundWitness);
@@ -546,6 +687,70 @@ fn agree_on_params(s: &mut CoordinatorState, elected: usize, h: &[u8; PARAM_HASH
         s.due_hash = *h;
         s.due_step = step;
     }
+}
+
+/// `_lagging_witnesses_sync`: once this step's parameters are agreed, a training witness that
+/// committed other (nonzero) parameters lags and goes back to Syncing.
+fn lagging_witnesses_sync(s: &mut CoordinatorState) {
+    if s.param_step != s.header.step {
+        return;
+    }
+    let agreed = s.param_hash;
+    for j in 0..s.current_round().witnesses().len() {
+        let w = &s.current_round().witnesses[j];
+        let (index, h) = (w.index as usize, w.param_hash);
+        let trains = s.clients().get(index).is_some_and(|c| c.is_training());
+        if trains && h != ZERO_HASH && h != agreed {
+            set_phase(s, index, ClientPhase::Syncing);
+        }
+    }
+}
+
+/// `_require_phase`: `WrongPhase` unless the client at `index` is in one of `phases`.
+fn require_phase(s: &CoordinatorState, index: usize, phases: &[ClientPhase]) -> Result {
+    if !phases.contains(&s.clients[index].phase()) {
+        return Err(E::WrongPhase);
+    }
+    Ok(())
+}
+
+/// A syncing client replayed the applied results up to the agreed parameters: its hash for
+/// `step` is the quorum's (`SyncHashMismatch` otherwise: a stale step or other parameters).
+/// It warms up next: it trains, its results are not applied yet.
+pub fn synced(
+    s: &mut CoordinatorState,
+    now: u64,
+    signer: &[u8],
+    index: u32,
+    step: u32,
+    param_hash: &[u8],
+) -> Result {
+    in_round(s, now)?;
+    let index = sender(s, signer, index)?;
+    require_phase(s, index, &[ClientPhase::Syncing])?;
+    let param_hash: &[u8; PARAM_HASH_LEN] =
+        param_hash.try_into().map_err(|_| E::InvalidOperation)?;
+    if s.param_hash == ZERO_HASH || step != s.param_step || *param_hash != s.param_hash {
+        return Err(E::SyncHashMismatch);
+    }
+    set_phase(s, index, ClientPhase::WarmingUp);
+    Ok(())
+}
+
+/// A client lags (its parameters are not the quorum's, or it misses results it cannot fetch):
+/// it goes back to Syncing at once, without queueing. In Warmup and in rounds.
+pub fn resync(s: &mut CoordinatorState, now: u64, signer: &[u8], index: u32) -> Result {
+    let st = running(s, now)?;
+    if !matches!(
+        st,
+        RunState::Warmup | RunState::RoundTrain | RunState::RoundWitness
+    ) {
+        return Err(E::InvalidRunState);
+    }
+    let index = sender(s, signer, index)?;
+    require_phase(s, index, &[ClientPhase::Active, ClientPhase::WarmingUp])?;
+    set_phase(s, index, ClientPhase::Syncing);
+    Ok(())
 }
 
 /// How many of a round's witnesses received a result from this signer.
@@ -751,7 +956,7 @@ pub fn tick_deadline(s: &CoordinatorState) -> Option<u64> {
             cfg.waiting_for_members_extra_time as u64
         }
         RunState::Warmup => {
-            if s.healthy_count() < cfg.min_clients as usize || warmup_ready(s) {
+            if s.training_count() < cfg.min_clients as usize || warmup_ready(s) {
                 return Some(start);
             }
             cfg.warmup_time
@@ -791,13 +996,13 @@ mod tests {
         // state_hash(new_run("seed-test", RunConfig(), 1234567890123456789))
         assert_eq!(
             hex::encode(crate::state::state_hash(s)),
-            "6438c64ace20dc55a11cb6634e0646e152a0c8b52e2a6af081d39fb6f82a8f0a"
+            "8d725f0660efda17b817912ee1478928443135ef2090cb0d168f02da9a0dccf7"
         );
         s.header.epoch = 7;
         s.header.step = 42;
         assert_eq!(
             hex::encode(crate::state::state_hash(s)),
-            "9e88ab97ba03759a3394d0c95852e3183258e8cec2557410e54ea265ba11af42"
+            "f9e085faa34f4bd4f5558877aee2e1ace6dd329753a79ab0e81365200414d628"
         );
         assert_eq!(round_seed(s, 1700000123), 13452663378481529829);
     }

@@ -28,11 +28,14 @@ pub enum CoordinatorError {
     InvalidConfig = 20,
     InvalidRunId = 21,
     InvalidOperation = 22,
+    RunFull = 23,
+    WrongPhase = 24,
+    SyncHashMismatch = 25,
 }
 
 impl CoordinatorError {
     /// Every code, in the order of `CoordinatorError.CODES`.
-    pub const ALL: [CoordinatorError; 23] = [
+    pub const ALL: [CoordinatorError; 26] = [
         Self::Halted,
         Self::InvalidRunState,
         Self::NotAClient,
@@ -56,6 +59,9 @@ impl CoordinatorError {
         Self::InvalidConfig,
         Self::InvalidRunId,
         Self::InvalidOperation,
+        Self::RunFull,
+        Self::WrongPhase,
+        Self::SyncHashMismatch,
     ];
 
     /// The stable name, as recorded in the conformance vectors.
@@ -84,6 +90,9 @@ impl CoordinatorError {
             Self::InvalidConfig => "InvalidConfig",
             Self::InvalidRunId => "InvalidRunId",
             Self::InvalidOperation => "InvalidOperation",
+            Self::RunFull => "RunFull",
+            Self::WrongPhase => "WrongPhase",
+            Self::SyncHashMismatch => "SyncHashMismatch",
         }
     }
 

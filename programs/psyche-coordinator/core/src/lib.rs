@@ -33,13 +33,13 @@ pub use committee::{expected_witnesses, param_quorum, witness_quorum};
 pub use config::RunConfig;
 pub use constants::*;
 pub use coordinator::{
-    checkpoint, health_check, is_healthy, join, new_run, pause, resume, round_seed, tick,
-    tick_deadline, trainer_score, update, warmup_witness, withdraw, witness, CheckpointArgs,
+    checkpoint, health_check, is_healthy, join, new_run, pause, resume, resync, round_seed, synced,
+    tick, tick_deadline, trainer_score, update, warmup_witness, withdraw, witness, CheckpointArgs,
 };
 pub use error::CoordinatorError;
 pub use state::{
-    state_hash, CheckpointKind, Client, ClientState, CoordinatorState, Round, RunState,
-    StateHeader, Witness,
+    state_hash, CheckpointKind, Client, ClientPhase, ClientState, CoordinatorState, Round,
+    RunState, StateHeader, Witness,
 };
 
 #[cfg(test)]

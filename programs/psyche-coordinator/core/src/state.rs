@@ -9,10 +9,12 @@
 //!   repo     176..304  checkpoint_repo[64] checkpoint_revision[64]
 //!   hashes   304..416  checkpoint_hash[32] param_hash[32] due_hash[32] checkpoint_step:u32
 //!                      param_step:u32 due_step:u32 _pad[4]
-//!   clients  416..     [Client; 256]  signer[32] p2p_identity[32] state:u8 _pad[7]   (72 each)
+//!   clients  416..     [Client; 256]  signer[32] p2p_identity[32] state:u8 phase:u8 _pad[2]
+//!                                     since:u32   (72 each)
 //!   pending            [Client; 256]
 //!   rounds             [Round; 4]  height:u32 participant_count:u16 witnesses_len:u16
-//!                      data_index:u64 random_seed:u64 participants[32] (bit i = client i, LSB first)
+//!                      data_index:u64 random_seed:u64 participants[32] warming[32]
+//!                      (bit i = client i, LSB first)
 //!                      [Witness; 32]  index:u16 _pad[6] broadcast_merkle[32] param_hash[32]
 //!                                     participant_bloom[356] broadcast_bloom[356]   (784 each)
 //! ```
@@ -88,6 +90,30 @@ pub enum ClientState {
     Dropped = 1,
     /// Left (disconnect, pause, or an epoch without witnesses).
     Withdrawn = 2,
+}
+
+/// Where a client stands in joining a live run: queued for a sync slot, replaying the applied
+/// results since its snapshot (phase 1), training without its results counting (phase 2), or
+/// fully taking part. 0 is Active, so pending entries and epoch-start clients are plain Active.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientPhase {
+    Active = 0,
+    Queued = 1,
+    Syncing = 2,
+    WarmingUp = 3,
+}
+
+impl ClientPhase {
+    pub const fn from_u8(v: u8) -> Option<Self> {
+        Some(match v {
+            0 => Self::Active,
+            1 => Self::Queued,
+            2 => Self::Syncing,
+            3 => Self::WarmingUp,
+            _ => return None,
+        })
+    }
 }
 
 #[repr(u8)]
@@ -167,12 +193,35 @@ pub struct Client {
     pub p2p_identity: [u8; KEY_LEN],
     /// A [`ClientState`].
     pub state: u8,
-    pub _pad: [u8; 7],
+    /// A [`ClientPhase`]: how far a client that joined mid-epoch is in syncing.
+    pub phase: u8,
+    pub _pad: [u8; 2],
+    /// The step at which the current phase began.
+    pub since: u32,
 }
 
 impl Client {
     pub fn is_healthy(&self) -> bool {
         self.state == ClientState::Healthy as u8
+    }
+
+    /// Its phase; an unknown byte (never written by this crate) reads as `Active`.
+    pub fn phase(&self) -> ClientPhase {
+        ClientPhase::from_u8(self.phase).unwrap_or(ClientPhase::Active)
+    }
+
+    fn healthy_in(&self, phases: &[ClientPhase]) -> bool {
+        self.is_healthy() && phases.contains(&self.phase())
+    }
+
+    /// Healthy and training rounds whose results count or warm up (Active, WarmingUp).
+    pub fn is_training(&self) -> bool {
+        self.healthy_in(&[ClientPhase::Active, ClientPhase::WarmingUp])
+    }
+
+    /// Healthy and taking a sync slot (Syncing, WarmingUp).
+    pub fn is_syncing(&self) -> bool {
+        self.healthy_in(&[ClientPhase::Syncing, ClientPhase::WarmingUp])
     }
 }
 
@@ -207,10 +256,13 @@ pub struct Round {
     pub random_seed: u64,
     /// Bitmask over `clients` indices (bit i = byte i/8, bit i%8): who takes part in this round.
     pub participants: [u8; MAX_CLIENTS / 8],
+    /// The participants that were WarmingUp when the round started: their results are trained
+    /// and witnessed but never applied.
+    pub warming: [u8; MAX_CLIENTS / 8],
     pub witnesses: [Witness; MAX_WITNESSES],
 }
 
-/// The whole account: 137,856 bytes.
+/// The whole account: 137,984 bytes.
 // Pod requires Copy, so Clone is derived; nothing copies this by value (the core works
 // through &mut on the account bytes), so that generated method's frame is never used.
 #[allow(clippy::large_stack_frames)]
@@ -254,7 +306,7 @@ const _: () = assert!(core::mem::offset_of!(CoordinatorState, clients) == CLIENT
 const _: () = assert!(core::mem::offset_of!(StateHeader, layout_version) == VERSION_OFFSET);
 const _: () = assert!(core::mem::offset_of!(CoordinatorState, pending) == PENDING_OFFSET);
 const _: () = assert!(core::mem::offset_of!(CoordinatorState, rounds) == ROUNDS_OFFSET);
-const _: () = assert!(core::mem::offset_of!(Round, witnesses) == 56);
+const _: () = assert!(core::mem::offset_of!(Round, witnesses) == 88);
 const _: () = assert!(core::mem::align_of::<CoordinatorState>() == 8);
 
 /// Sets a whole Pod value to zero in place (never builds a large temporary on the stack).
@@ -384,14 +436,53 @@ impl CoordinatorState {
         self.clients().iter().filter(|c| c.is_healthy()).count()
     }
 
-    pub fn healthy_mask(&self) -> [u8; MAX_CLIENTS / 8] {
+    /// Healthy clients in phase Active or WarmingUp: what every min_clients and warmup rule
+    /// counts.
+    pub fn training_count(&self) -> usize {
+        self.clients().iter().filter(|c| c.is_training()).count()
+    }
+
+    /// Healthy clients in phase Syncing or WarmingUp: the sync slots taken.
+    pub fn syncing_count(&self) -> usize {
+        self.clients().iter().filter(|c| c.is_syncing()).count()
+    }
+
+    /// Healthy clients, plus pending entries whose signer is not one of them: the clients the
+    /// run holds now and for the next epoch, counted once.
+    pub fn member_count(&self) -> usize {
+        let joining = self
+            .pending()
+            .iter()
+            .filter(|p| !self.is_healthy_client(&p.signer))
+            .count();
+        self.healthy_count() + joining
+    }
+
+    /// Whether `signer` is a healthy client of this epoch.
+    pub fn is_healthy_client(&self, signer: &[u8; KEY_LEN]) -> bool {
+        self.clients()
+            .iter()
+            .any(|c| c.is_healthy() && &c.signer == signer)
+    }
+
+    fn mask_of(&self, pick: impl Fn(&Client) -> bool) -> [u8; MAX_CLIENTS / 8] {
         let mut mask = [0u8; MAX_CLIENTS / 8];
         for (i, c) in self.clients().iter().enumerate() {
-            if c.is_healthy() {
+            if pick(c) {
                 set_bit(&mut mask, i);
             }
         }
         mask
+    }
+
+    /// A round's participants: the training clients.
+    pub fn training_mask(&self) -> [u8; MAX_CLIENTS / 8] {
+        self.mask_of(Client::is_training)
+    }
+
+    /// A round's warming trainers: healthy WarmingUp clients.
+    pub fn warming_mask(&self) -> [u8; MAX_CLIENTS / 8] {
+        self.mask_of(|c| c.healthy_in(&[ClientPhase::WarmingUp]))
     }
 
     /// The canonical bytes (the account data).
@@ -416,8 +507,8 @@ mod tests {
         assert_eq!(size_of::<RunConfig>(), 80);
         assert_eq!(size_of::<Client>(), 72);
         assert_eq!(size_of::<Witness>(), 784);
-        assert_eq!(size_of::<Round>(), 25144);
-        assert_eq!(size_of::<CoordinatorState>(), 137_856);
+        assert_eq!(size_of::<Round>(), 25176);
+        assert_eq!(size_of::<CoordinatorState>(), 137_984);
         // HEADER_FORMAT = "<32sQQQQIIIIIHHBBBBI"
         assert_eq!(offset_of!(StateHeader, run_seed), 32);
         assert_eq!(offset_of!(StateHeader, run_state_start), 40);
@@ -435,14 +526,18 @@ mod tests {
         assert_eq!(offset_of!(StateHeader, pending_pause), 90);
         assert_eq!(offset_of!(StateHeader, checkpoint_kind), 91);
         assert_eq!(offset_of!(StateHeader, layout_version), 92);
-        // CONFIG_FORMAT = "<QQQQQQIIIHHHHHBBB7x"
+        // CONFIG_FORMAT = "<QQQQQQIIIHHHHHHHHBBBB"
         assert_eq!(offset_of!(RunConfig, total_steps), 48);
         assert_eq!(offset_of!(RunConfig, max_seq_len), 52);
         assert_eq!(offset_of!(RunConfig, checkpoint_interval), 56);
         assert_eq!(offset_of!(RunConfig, min_clients), 60);
         assert_eq!(offset_of!(RunConfig, global_batch_size_end), 68);
-        assert_eq!(offset_of!(RunConfig, verification_percent), 70);
-        assert_eq!(offset_of!(RunConfig, waiting_for_members_extra_time), 72);
+        assert_eq!(offset_of!(RunConfig, max_clients), 70);
+        assert_eq!(offset_of!(RunConfig, max_syncing), 72);
+        assert_eq!(offset_of!(RunConfig, kept_rounds), 74);
+        assert_eq!(offset_of!(RunConfig, verification_percent), 76);
+        assert_eq!(offset_of!(RunConfig, waiting_for_members_extra_time), 78);
+        assert_eq!(offset_of!(RunConfig, sync_warmup_rounds), 79);
         // repo, then HASHES_FORMAT = "<32s32s32sIII4x"
         assert_eq!(offset_of!(CoordinatorState, checkpoint_repo), 176);
         assert_eq!(offset_of!(CoordinatorState, checkpoint_hash), 304);
@@ -452,14 +547,18 @@ mod tests {
         assert_eq!(offset_of!(CoordinatorState, param_step), 404);
         assert_eq!(offset_of!(CoordinatorState, due_step), 408);
         assert_eq!(offset_of!(CoordinatorState, clients), 416);
-        // CLIENT_FORMAT = "<32s32sB7x"
+        // CLIENT_FORMAT = "<32s32sBBxxI"
         assert_eq!(offset_of!(Client, state), 64);
-        // ROUND_HEAD_FORMAT = "<IHHQQ32s", WITNESS_HEAD_FORMAT = "<H6x32s32s"
+        assert_eq!(offset_of!(Client, phase), 65);
+        assert_eq!(offset_of!(Client, since), 68);
+        // ROUND_HEAD_FORMAT = "<IHHQQ32s32s", WITNESS_HEAD_FORMAT = "<H6x32s32s"
         assert_eq!(offset_of!(Round, participant_count), 4);
         assert_eq!(offset_of!(Round, witnesses_len), 6);
         assert_eq!(offset_of!(Round, data_index), 8);
         assert_eq!(offset_of!(Round, random_seed), 16);
         assert_eq!(offset_of!(Round, participants), 24);
+        assert_eq!(offset_of!(Round, warming), 56);
+        assert_eq!(offset_of!(Round, witnesses), 88);
         assert_eq!(offset_of!(Witness, broadcast_merkle), 8);
         assert_eq!(offset_of!(Witness, param_hash), 40);
         assert_eq!(offset_of!(Witness, participant_bloom), 72);

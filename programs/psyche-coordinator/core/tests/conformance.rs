@@ -51,6 +51,8 @@ fn op_args(op: &str) -> Option<(&'static [&'static str], &'static [&'static str]
             &["signer", "index", "repo", "revision", "step", "param_hash"],
             &["revision"],
         ),
+        "synced" => (&["signer", "index", "step", "param_hash"], &[]),
+        "resync" => (&["signer", "index"], &[]),
         "update" => (&["config", "checkpoint"], &["config", "checkpoint"]),
         _ => return None,
     })
@@ -116,6 +118,16 @@ enum Args {
         step: u32,
         param_hash: Vec<u8>,
     },
+    Synced {
+        signer: Vec<u8>,
+        index: u32,
+        step: u32,
+        param_hash: Vec<u8>,
+    },
+    Resync {
+        signer: Vec<u8>,
+        index: u32,
+    },
     Update {
         config: Option<RunConfig>,
         checkpoint: Option<Checkpoint>,
@@ -178,6 +190,10 @@ fn config_from_dict(d: &Map<String, Value>) -> Result<RunConfig, E> {
             "waiting_for_members_extra_time" => {
                 c.waiting_for_members_extra_time = x.try_into().map_err(|_| narrow)?
             }
+            "max_clients" => c.max_clients = x.try_into().map_err(|_| narrow)?,
+            "max_syncing" => c.max_syncing = x.try_into().map_err(|_| narrow)?,
+            "kept_rounds" => c.kept_rounds = x.try_into().map_err(|_| narrow)?,
+            "sync_warmup_rounds" => c.sync_warmup_rounds = x.try_into().map_err(|_| narrow)?,
             _ => return Err(E::InvalidConfig), // unknown field
         }
     }
@@ -317,6 +333,16 @@ fn decode_args(op: &str, args: &Value) -> Result<Args, E> {
             step: i("step"),
             param_hash: b("param_hash"),
         },
+        "synced" => Args::Synced {
+            signer: b("signer"),
+            index: i("index"),
+            step: i("step"),
+            param_hash: b("param_hash"),
+        },
+        "resync" => Args::Resync {
+            signer: b("signer"),
+            index: i("index"),
+        },
         "update" => Args::Update { config, checkpoint },
         _ => unreachable!(),
     })
@@ -355,6 +381,13 @@ fn apply(s: &mut CoordinatorState, now: u64, args: &Args) -> Result<(), E> {
             step,
             param_hash,
         } => core_::checkpoint(s, now, signer, *index, repo, revision, *step, param_hash),
+        Args::Synced {
+            signer,
+            index,
+            step,
+            param_hash,
+        } => core_::synced(s, now, signer, *index, *step, param_hash),
+        Args::Resync { signer, index } => core_::resync(s, now, signer, *index),
         Args::Update { config, checkpoint } => {
             let ck = checkpoint.as_ref().map(Checkpoint::args);
             core_::update(s, now, config.as_ref(), ck.as_ref())
@@ -569,12 +602,13 @@ fn conformance_vectors() {
 
 /// `tick_deadline(state)` and the bitmask of `is_healthy(state, i)` over `clients`, before the
 /// first step and after every step, as the Python core computes them (not recorded in the vector
-/// files; generated once with the venv and pasted here).
+/// files; generated with the venv and pasted here: replay each vector with `apply`, call
+/// `tick_deadline` and `is_healthy` after every step).
 /// (vector name, tick_deadline per state, is_healthy mask per state)
 type Query = (&'static str, &'static [Option<u64>], &'static [u64]);
 
 #[rustfmt::skip]
-const QUERIES: [Query; 5] = [
+const QUERIES: [Query; 7] = [
     (
         "happy_path_single_client",
         &[None, None, Some(1700000003), Some(1700000008), Some(1700000009), Some(1700000007), Some(1700000012), Some(1700000010), Some(1700000015), Some(1700000013), Some(1700000018), Some(1700000016), Some(1700000021), Some(1700000019), Some(1700000024)],
@@ -587,8 +621,8 @@ const QUERIES: [Query; 5] = [
     ),
     (
         "warmup_zero_time",
-        &[None, None, None, Some(1700000003), Some(1700000004), Some(1700000004), Some(1700000009)],
-        &[0, 0, 0, 0, 3, 3, 3],
+        &[None, None, None, None, Some(1700000003), Some(1700000004), Some(1700000004), Some(1700000004), Some(1700000004), Some(1700000009)],
+        &[0, 0, 0, 0, 0, 7, 7, 7, 7, 7],
     ),
     (
         "health_check_two_targets",
@@ -599,6 +633,16 @@ const QUERIES: [Query; 5] = [
         "health_check_partial_bloom",
         &[None, None, None, None, Some(1700000003), Some(1700000003), Some(1700000008), Some(1700000008), Some(1700000008), Some(1700000008), Some(1700000009), Some(1700000009), Some(1700000009), Some(1700000009), Some(1700000007), Some(1700000012), Some(1700000012), Some(1700000012), Some(1700000012), Some(1700000010), Some(1700000015), Some(1700000015), Some(1700000015), Some(1700000015), Some(1700000015), Some(1700000014), Some(1700000019), Some(1700000019)],
         &[0, 0, 0, 0, 0, 0, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 11, 11],
+    ),
+    (
+        "warmup_timeout",
+        &[None, None, None, None, None, Some(1700000003), Some(1700000013), Some(1700000013), Some(1700000013), Some(1700000013), Some(1700000013), Some(1700000013), Some(1700000018), Some(1700000018), Some(1700000018), Some(1700000017), Some(1700000022), Some(1700000022)],
+        &[0, 0, 0, 0, 0, 0, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15],
+    ),
+    (
+        "sync_phases_to_active",
+        &[None, None, None, None, Some(1700000003), Some(1700000008), Some(1700000008), Some(1700000008), Some(1700000009), Some(1700000009), Some(1700000009), Some(1700000009), Some(1700000008), Some(1700000013), Some(1700000013), Some(1700000013), Some(1700000013), Some(1700000012), Some(1700000017), Some(1700000017), Some(1700000017), Some(1700000017), Some(1700000015), Some(1700000020), Some(1700000020), Some(1700000020), Some(1700000020), Some(1700000018), Some(1700000023), Some(1700000023), Some(1700000023), Some(1700000023), Some(1700000021), Some(1700000026)],
+        &[0, 0, 0, 0, 0, 7, 7, 7, 7, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15],
     ),
 ];
 
@@ -682,6 +726,18 @@ fn decoder_mirrors_ops_json() {
         Err(E::InvalidConfig)
     );
     assert_eq!(cfg(serde_json::json!({"nope": 1})), Err(E::InvalidConfig));
+    assert_eq!(
+        cfg(serde_json::json!({"max_syncing": 4, "sync_warmup_rounds": 0})),
+        Ok(())
+    );
+    assert_eq!(
+        cfg(serde_json::json!({"sync_warmup_rounds": 256})),
+        Err(E::InvalidConfig)
+    );
+    assert_eq!(
+        cfg(serde_json::json!({"checkpoint_interval": 65, "kept_rounds": 64})),
+        Err(E::InvalidConfig)
+    );
     assert_eq!(cfg(serde_json::json!(5)), Err(E::InvalidOperation));
     let hc = |t: Value| {
         ok(
@@ -738,6 +794,31 @@ fn decoder_mirrors_ops_json() {
     );
     assert_eq!(
         ck(serde_json::json!({"kind": "Stored", "repo": "a", "step": 4294967296u64})),
+        Err(E::InvalidOperation)
+    );
+    // synced: step and param_hash required, step a u32; resync: signer and index only
+    let sy = |v: Value| ok("synced", v);
+    assert_eq!(
+        sy(serde_json::json!({"signer": k, "index": 1, "step": 9, "param_hash": h})),
+        Ok(())
+    );
+    assert_eq!(
+        sy(serde_json::json!({"signer": k, "index": 1, "param_hash": h})),
+        Err(E::InvalidOperation)
+    );
+    assert_eq!(
+        sy(serde_json::json!({"signer": k, "index": 1, "step": 4294967296u64, "param_hash": h})),
+        Err(E::InvalidOperation)
+    );
+    assert_eq!(
+        ok("resync", serde_json::json!({"signer": k, "index": 2})),
+        Ok(())
+    );
+    assert_eq!(
+        ok(
+            "resync",
+            serde_json::json!({"signer": k, "index": 2, "step": 1})
+        ),
         Err(E::InvalidOperation)
     );
     assert_eq!(

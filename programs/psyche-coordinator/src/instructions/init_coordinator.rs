@@ -35,7 +35,7 @@ pub struct InitCoordinator<'info> {
     pub system_program: Program<'info, System>,
 }
 
-/// `RunConfig` as an instruction argument (the core's struct minus its zero padding).
+/// `RunConfig` as an instruction argument (the core's struct, field for field).
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RunConfigParams {
     pub warmup_time: u64,
@@ -52,9 +52,13 @@ pub struct RunConfigParams {
     pub witness_nodes: u16,
     pub global_batch_size_start: u16,
     pub global_batch_size_end: u16,
+    pub max_clients: u16,
+    pub max_syncing: u16,
+    pub kept_rounds: u16,
     pub verification_percent: u8,
     pub checkpointer_percent: u8,
     pub waiting_for_members_extra_time: u8,
+    pub sync_warmup_rounds: u8,
 }
 
 #[warn(clippy::large_stack_frames)]
@@ -75,10 +79,13 @@ impl RunConfigParams {
             witness_nodes: self.witness_nodes,
             global_batch_size_start: self.global_batch_size_start,
             global_batch_size_end: self.global_batch_size_end,
+            max_clients: self.max_clients,
+            max_syncing: self.max_syncing,
+            kept_rounds: self.kept_rounds,
             verification_percent: self.verification_percent,
             checkpointer_percent: self.checkpointer_percent,
             waiting_for_members_extra_time: self.waiting_for_members_extra_time,
-            _pad: [0; 7],
+            sync_warmup_rounds: self.sync_warmup_rounds,
         }
     }
 
@@ -98,9 +105,13 @@ impl RunConfigParams {
             witness_nodes: c.witness_nodes,
             global_batch_size_start: c.global_batch_size_start,
             global_batch_size_end: c.global_batch_size_end,
+            max_clients: c.max_clients,
+            max_syncing: c.max_syncing,
+            kept_rounds: c.kept_rounds,
             verification_percent: c.verification_percent,
             checkpointer_percent: c.checkpointer_percent,
             waiting_for_members_extra_time: c.waiting_for_members_extra_time,
+            sync_warmup_rounds: c.sync_warmup_rounds,
         }
     }
 }

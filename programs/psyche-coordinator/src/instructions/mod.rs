@@ -15,9 +15,11 @@ pub mod health_check;
 #[allow(clippy::large_stack_frames)]
 pub mod init_coordinator;
 pub mod join_run;
+pub mod resync;
 pub mod revoke_joiner;
 pub mod run_accounts;
 pub mod set_paused;
+pub mod synced;
 pub mod tick;
 pub mod update;
 pub mod warmup_witness;

@@ -24,7 +24,8 @@ pub struct OwnerCoordinatorAccounts<'info> {
 }
 
 /// Instructions anyone may send (`tick`) and the clients' own (`withdraw`, `warmup_witness`,
-/// `witness`, `health_check`, `checkpoint`: the core checks that `user` is the client).
+/// `witness`, `health_check`, `checkpoint`, `synced`, `resync`: the core checks that `user`
+/// is the client).
 #[derive(Accounts)]
 pub struct PermissionlessCoordinatorAccounts<'info> {
     pub user: Signer<'info>,

@@ -13,7 +13,7 @@ pub fn tick(s: &mut CoordinatorState, now: u64) -> LogicResult {
 
 /// The rule shared with the Python server (`CoordinatorServer.apply_op`): after a client
 /// operation (`join_run`, `withdraw`, `warmup_witness`, `witness`, `health_check`,
-/// `checkpoint`) succeeds, the core is ticked at the same time; a tick that fails (only
+/// `checkpoint`, `synced`, `resync`) succeeds, the core is ticked at the same time; a tick that fails (only
 /// `Halted` can: the operation already accepted the time) is ignored and writes nothing, and
 /// the operation stands.
 pub(crate) fn then_tick(
