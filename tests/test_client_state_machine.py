@@ -45,9 +45,12 @@ class Sim:
     """A server that applies operations then ticks, and clients that answer instantly."""
 
     def __init__(self, n, silent=(), config=CONFIG, can_store=(), forked=(), deaf=(),
-                 wrong=()):
+                 wrong=(), chained=False, liar=None):
         """`deaf`: (receiver, trainer) pairs whose results never arrive; `wrong`: (client,
-        step) pairs whose Apply goes wrong (another parameter hash)."""
+        step) pairs whose Apply goes wrong (another parameter hash); `chained`: a parameter
+        hash follows the results applied (not only the step); `liar`: a client that serves
+        applied sets with a result left out."""
+        self.chained, self.liar, self.hashes = chained, liar, {}
         self.ids, self.sms = [], []
         self.can_store = set(can_store)
         for _ in range(n):
@@ -89,6 +92,8 @@ class Sim:
             if k == who or str(k) in exclude or i is None or not self.state.clients[i].trains:
                 continue
             got = other.kept_set(step)
+            if got is not None and k == self.liar and got.results:
+                got = replace(got, results=got.results[:-1])
             if got is not None:
                 return got, str(k)
         return None, None
@@ -121,18 +126,27 @@ class Sim:
                         for k, other in enumerate(self.sms):
                             queue += [(k, a) for a in other.on_state(self.state, self.t)]
                 case Prepare(epoch):
+                    self.hashes[who] = sim_params(self.state.step)
                     queue += [(who, a) for a in sm.model_ready(epoch, sim_params(self.state.step))]
                 case Apply(step, results):
                     self.applies.append((who, step, [r.commitment for r in results]))
-                    queue += [(who, a) for a in sm.applied_params(step, self.params_of(who, step))]
+                    params = self.params_of(who, step)
+                    if self.chained:
+                        params = hashlib.sha256(self.hashes[who] + b"".join(
+                            r.commitment for r in results)).digest()
+                        self.hashes[who] = params
+                    queue += [(who, a) for a in sm.applied_params(step, params)]
                 case LoadBase():
                     ck = self.state.checkpoint
                     step, params = (ck.step, ck.hash) if any(ck.hash) else (1, sim_params(1))
                     self.kept_base[who] = (step, params)
                     self.bases.append((who, step))
+                    self.hashes[who] = params
                     queue += [(who, a) for a in sm.base_ready(step, params)]
                 case ResetToBase():
                     step, params = self.kept_base[who]
+                    self.bases.append((who, step))
+                    self.hashes[who] = params
                     queue += [(who, a) for a in sm.base_ready(step, params)]
                 case FetchApplied(step, exclude):
                     got, peer = self.fetch(who, step, exclude)

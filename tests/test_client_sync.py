@@ -146,6 +146,22 @@ def test_a_joiner_waits_for_the_next_snapshot_when_no_peer_holds_a_step():
     assert steps[0] == 1 and steps[-1] > 1 and steps[-1] % 4 in (0, 3)
 
 
+def test_a_peer_whose_sets_replay_to_another_hash_is_skipped():
+    """The first peer asked serves sets with a result left out: for rounds still in the state
+    the witnesses' blooms show it, for older ones the replayed hash differs from the agreed
+    one; the joiner skips that peer, replays from its base with the others' sets, and syncs."""
+    sim = Sim(3, config=SYNC, chained=True, liar=0)
+    sim.run(lambda s: s.run_state.active and s.step >= 10)
+    joiner = sim.add_client()
+    sim.run(lambda s: phase_of(sim, joiner) == ClientPhase.Active)
+    out = logs_of(sim, joiner)
+    assert any("skipping the sets of 0" in t for t in out), out
+    assert [who for who, _ in sim.bases].count(joiner) >= 2  # replayed from its base again
+    assert sim.hashes[joiner] == sim.hashes[1]  # in step with the run
+    mine, theirs = applied_by(sim, joiner), applied_by(sim, 1)
+    assert all(mine[s] == theirs[s] for s in mine)
+
+
 def test_consensus_skips_the_results_of_warming_trainers():
     sim = Sim(4)
     sim.run(lambda s: s.run_state.active and s.current_round.height >= 3)
