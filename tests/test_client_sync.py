@@ -206,3 +206,18 @@ def test_a_joiners_first_witness_vouches_for_the_round_it_joined_in():
             f"joined at step {join_at}: {[c.state.name for c in end.clients]}"
         asked += sum(1 for who, _, what in sim.fetches if who == joiner and what == "results")
     assert asked  # the case came up
+
+
+def test_a_joiner_still_syncing_when_the_epoch_ends_is_active_in_the_next():
+    sim = Sim(3, config=replace(SYNC, epoch_time=20, sync_warmup_rounds=8))
+    sim.run(lambda s: s.run_state.active and s.step >= 14)
+    joiner = sim.add_client()
+    sim.run(lambda s: phase_of(sim, joiner) in (ClientPhase.Syncing, ClientPhase.WarmingUp))
+    end = sim.run(lambda s: s.epoch == 1 and s.run_state.active and s.current_round.height >= 4)
+    assert phase_of(sim, joiner) == ClientPhase.Active
+    # the new epoch made it Active (it was warming up still): it says so once
+    assert logs_of(sim, joiner).count(
+        "[SYNC] Sync complete. Node is now fully contributing to training.") == 1
+    mine, theirs = applied_by(sim, joiner), applied_by(sim, 0)
+    later = [s for s in theirs if s >= end.start_step]
+    assert later and all(mine.get(s) == theirs[s] for s in later)
