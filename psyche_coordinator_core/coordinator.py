@@ -366,6 +366,9 @@ def witness(s: CoordinatorState, now: int, signer: bytes, index: int, step: int,
     if step != s.step:
         raise CoordinatorError("InvalidRunState", f"witness for step {step!r}, current is {s.step}")
     index = _sender(s, signer, index)
+    # a slot reused by a rejoining client keeps its bit in this round's participants: only a
+    # client that trains (Active or WarmingUp) may witness
+    _require_phase(s, index, (ClientPhase.Active, ClientPhase.WarmingUp), "witness")
     cur = s.current_round
     committee = RoundCommittee(cur, s.config.witness_nodes, 0)
     if not committee.is_witness(index):

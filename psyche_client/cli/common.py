@@ -99,6 +99,7 @@ def run_client(run_id, identity, make_backend, where, bind_p2p_port, bind_p2p_ho
     it finishes; exits the process with the daemon's code."""
     from ..backends.base import BackendError, FatalBackendError
     from ..client.daemon import ClientDaemon
+    from ..client.leaving import RunIsFull, install_exit_signals
     from ..p2p.transport import make_transport
 
     configure_logging(f"[{identity.public.hex()[:8]}] ")
@@ -120,11 +121,14 @@ def run_client(run_id, identity, make_backend, where, bind_p2p_port, bind_p2p_ho
         log.info("client %s joining run %r %s, p2p %s %s", identity.public.hex(), run_id, where,
                  p2p_kind, addr[:48])
         make_writer = writer_factory(run_id, checkpoint_dir, store_access_key, store_secret_key)
-        return await ClientDaemon(identity, backend, transport, make_trainer,
-                                  make_writer=make_writer).run()
+        daemon = ClientDaemon(identity, backend, transport, make_trainer, make_writer=make_writer)
+        install_exit_signals(daemon.leave)  # SIGINT, SIGTERM: withdraw, then exit
+        return await daemon.run()
 
     try:
         code = asyncio.run(go())
+    except RunIsFull as e:  # there is no waiting list: the contributor tries again later
+        fail(str(e))
     except FatalBackendError as e:  # wrong run, not authorized: retrying cannot help
         fail(str(e))
     except BackendError as e:

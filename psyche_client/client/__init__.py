@@ -7,5 +7,7 @@
   trainer;
 - ``consensus``: ``round_consensus``, which results of a round a quorum of witnesses vouched for;
 - ``results``: ``TrainingResult``, a payload with its commitment and signature, and ``merkle_root``;
+- ``leaving``: the ``withdraw`` a client sends when SIGINT or SIGTERM asks it to exit, and
+  ``RunIsFull``, the refusal of a join by a run at capacity;
 - ``dummy_trainer``: ``DummyTrainer``, simulated training for runs without a model.
 """

@@ -30,6 +30,7 @@ from .actions import (
     StoreSnapshot,
     Train,
 )
+from .leaving import RunIsFull, withdraw
 from .results import TrainingResult
 from .state_machine import ClientStateMachine
 
@@ -71,10 +72,18 @@ class ClientDaemon:
         self._tasks = set()
         self._last_phase = None
         self._stop = asyncio.Event()  # set when this client must leave the run
+        self._exit_code = None  # leave()'s code: the process was asked to exit
+        self._refusal = None  # RunIsFull: the run refused the join for good
         # one worker: prepare, apply, train and evaluate run in the order they were asked for
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trainer")
         # one more for the snapshots' writes and uploads: in order, beside the training
         self._uploader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshots")
+
+    def leave(self, code: int) -> None:
+        """Withdraw from the run and exit with `code` (a SIGINT or SIGTERM asked for it)."""
+        if self._exit_code is None:
+            self._exit_code = code
+        self._stop.set()
 
     async def _in_worker(self, fn, *args):
         return await asyncio.get_running_loop().run_in_executor(self._worker, fn, *args)
@@ -125,6 +134,10 @@ class ClientDaemon:
             if op in ("warmup_witness", "witness", "health_check", "join"):
                 log.info("sent %s%s", op, f" for step {args['step']}" if op == "witness" else "")
         except CoordinatorError as e:
+            if op == "join" and e.code == "RunFull" and self.sm.state is not None:
+                self._refusal = RunIsFull(self.sm.state.config.max_clients)
+                self._stop.set()  # no waiting list: asking again cannot help
+                return
             if not (op == "tick" or e.code in ("AlreadyJoined",)):
                 log.warning("%s rejected: %s: %s", op, e.code, e.detail)
             self._run(self.sm.op_finished(op, e.code, args))
@@ -319,7 +332,11 @@ class ClientDaemon:
                 await asyncio.wait([nxt, stop], return_when=asyncio.FIRST_COMPLETED)
                 if stop.done():
                     nxt.cancel()
-                    return 3  # leaving closes the connection: the server withdraws us
+                    if self._refusal is not None:
+                        raise self._refusal
+                    # on a chain nothing else tells the coordinator that this client left
+                    await withdraw(self.backend, self.identity.public)
+                    return self._exit_code if self._exit_code is not None else 3
                 st = nxt.result()
                 self.transport.set_peers(self.backend.peers())
                 self._note_phase(st)

@@ -253,7 +253,7 @@ class CoordinatorServer:
             self.apply_op(op, typed)
         except CoordinatorError as e:
             conn.errors += 1
-            await self._error(conn, e.code, str(e), op_id)
+            await self._error(conn, e.code, e.detail, op_id)  # the client names the code itself
             return
         await self._send(conn.ws, json.dumps({"type": "ok", "id": op_id}))
 

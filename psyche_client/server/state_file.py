@@ -5,6 +5,10 @@ state.toml:
     run_seed = 1234            # optional; default derived from run_id
     [config]                   # RunConfig fields (see psyche_coordinator_core.config)
     warmup_time = 10 ...
+    max_clients = 64           # the join settings: capacity (RunFull beyond it), clients
+    max_syncing = 2            # syncing at once (0: mid-epoch joins off), rounds of applied
+    kept_rounds = 64           # results kept for syncing peers, rounds a synced client trains
+    sync_warmup_rounds = 2     # before its results count (docs/coordinator.md)
     [checkpoint]               # optional: the coordinator's initial checkpoint (kind =
     kind = "Dummy"             # "Dummy" | "Hub" | "P2P" | "Stored", repo, revision, hash, step)
     store = "s3://bucket/run"  # and the run's snapshot store (training/spec.py CheckpointSpec):

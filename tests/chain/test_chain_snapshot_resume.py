@@ -64,20 +64,6 @@ class ChainObserver:
                                  f"{last.run_state.name if last else None}")
         return asyncio.run(go())
 
-    def withdraw(self, key_path):
-        """A stopped client's join for the next epoch stays on the account (the pause withdraws
-        only this epoch's clients, and nothing on chain sees a process end): withdraw it."""
-        async def go():
-            kp = load_keypair(key_path)
-            c = Coordinator(self.localnet.rpc_url, kp, Pubkey.from_string(self.localnet.program_id))
-            try:
-                instance = c.instance_key(self.run_id)
-                account = (await c.fetch_instance(self.run_id)).coordinator_account
-                await c.send([c.ix_withdraw(kp.pubkey(), instance, account)])
-            finally:
-                await c.close()
-        asyncio.run(go())
-
 
 def create_chain_run(localnet, tmp_path, data_dir, s3_server, monkeypatch, run_id):
     """The run made with the CLI, its store a fresh public-read bucket (the client processes get
@@ -135,10 +121,11 @@ def test_new_clients_resume_from_the_recorded_snapshot_on_chain(localnet, tmp_pa
         start(1)
         start(2)
         paused = pause_after_epoch_0(localnet, obs, owner, RUN_ID)
-        for n in (1, 2):  # every client leaves
-            procs[n].stop()
-            if any(c.signer == bytes(load_keypair(keys[n]).pubkey()) for c in paused.pending):
-                obs.withdraw(keys[n])
+        for n in (1, 2):  # every client leaves: stopped (SIGTERM), it withdraws its join for
+            procs[n].stop()  # the next epoch (the pause withdrew only this epoch's clients)
+        gone = {bytes(load_keypair(keys[n]).pubkey()) for n in (1, 2)}
+        obs.wait(lambda s: not gone & {c.signer for c in s.pending}, 30,
+                 "the stopped clients to withdraw their joins")
         cli(localnet, "resume", "--run-id", RUN_ID, keypair=owner)
         start(3)
         start(4)

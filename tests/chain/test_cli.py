@@ -78,9 +78,13 @@ def test_new_keypair_and_airdrop(env):
     assert f"to {second}; balance 2.5 SOL" in out.stdout
 
 
+JOIN = dict(max_clients=4, max_syncing=2, kept_rounds=16, sync_warmup_rounds=3)
+
+
 def test_run_lifecycle(env):
     run = "cli-lifecycle"
-    out = cli(env, "create-run", "--state", state_file(env, run))
+    join = "".join(f"{k} = {v}\n" for k, v in JOIN.items())  # the join settings reach the chain
+    out = cli(env, "create-run", "--state", state_file(env, run, config_extra=join))
 
     async def instance_key(c):
         return c.instance_key(run)
@@ -91,6 +95,7 @@ def test_run_lifecycle(env):
     assert (d["instance"], d["main_authority"], d["join_authority"]) == (
         str(instance), env.owner, env.owner)
     assert d["permissionless"] and d["state"]["run_state"] == "WaitingForMembers"
+    assert {k: d["state"]["config"][k] for k in JOIN} == JOIN
     assert (d["state"]["epoch"], d["state"]["step"], d["state"]["clients"]) == (0, 1, [])
     human = cli(env, "show", "--run-id", run).stdout
     assert d["coordinator_account"] in human and "total_steps = 20" in human

@@ -295,7 +295,7 @@ class Scenario:
         first = True
         for i in self.elected():
             label = self.label_at(i)
-            if label in skip or self.state.clients[i].state != ClientState.Healthy:
+            if label in skip or not self.state.clients[i].trains:
                 continue
             miss = set(missing) | set((missing_for or {}).get(label, ()))
             self.witness(label, missing=miss, dt=dt if first else 0)
@@ -1700,6 +1700,26 @@ def join_queue_withdraw_frees_slot():
     for _ in range(3):
         sc.round(state=RunState.RoundTrain)
     sc.check(sc.phase(10) == ClientPhase.Syncing and sc.phase(11) == ClientPhase.Queued)
+    return sc
+
+
+@scenario
+def rejoin_same_round_cannot_witness():
+    sc = started("rejoin_same_round_cannot_witness",
+                 "A client that leaves and joins again within one round takes its old slot, whose "
+                 "bit is still in the round's participants: it is Syncing and may not witness "
+                 "(WrongPhase); the round ends on the others' witnesses, and it is no "
+                 "participant of the next.",
+                 labels=(0, 1, 2), config={**JOIN, "witness_nodes": 0})
+    sc.round(state=RunState.RoundTrain)
+    sc.withdraw(2, dt=1)
+    sc.join(2)
+    sc.check(sc.phase(2) == ClientPhase.Syncing and 2 in sc.participants())
+    sc.witness(2, dt=1, error="WrongPhase")
+    sc.witness(0)
+    sc.witness(1)
+    sc.finish_round(state=RunState.RoundTrain)
+    sc.check(sc.participants() == {0, 1})
     return sc
 
 

@@ -634,6 +634,9 @@ pub fn witness(
         return Err(E::InvalidRunState);
     }
     let index = sender(s, signer, index)?;
+    // a slot reused by a rejoining client keeps its bit in this round's participants: only a
+    // client that trains (Active or WarmingUp) may witness
+    require_phase(s, index, &[ClientPhase::Active, ClientPhase::WarmingUp])?;
     let witness_nodes = s.config.witness_nodes;
     let cur = s.current_round();
     if !is_witness(cur, witness_nodes, index) {
