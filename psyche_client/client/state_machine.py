@@ -167,8 +167,9 @@ class ClientStateMachine:
             # after the applies above, before training: the parameters this step trains with
             if phase == ClientPhase.Active:
                 acts += self.checkpointing.at_round(st, me)
-            acts += self._train(me)
-            acts += self._health_checks(me)
+            if phase.trains:  # a rejoined client's slot may keep the round's bit: not its batch
+                acts += self._train(me)
+                acts += self._health_checks(me)
         if (phase is not None and phase.trains and st.run_state == RunState.Cooldown
                 and st.epoch not in self.evaluated):
             self.evaluated.add(st.epoch)
@@ -219,7 +220,8 @@ class ClientStateMachine:
         verified = self._verify(s) if s is not None else None
         acts = self.sync.fetched(step, s, peer, verified) + self._advance()
         me = self.my_index()
-        if me is not None and self.state.run_state == RunState.RoundTrain:
+        if (me is not None and self.state.run_state == RunState.RoundTrain
+                and self.my_phase().trains):
             acts += self._train(me)
         return acts + self.sync.check() + self._witness()
 
@@ -386,7 +388,7 @@ class ClientStateMachine:
         if st is None or st.run_state not in (RunState.RoundTrain, RunState.RoundWitness):
             return []
         me, step = self.my_index(), st.step
-        if me is None or step in self.witness_sent:
+        if me is None or step in self.witness_sent or not st.clients[me].phase.trains:
             return []
         if not RoundCommittee(st.current_round, st.config.witness_nodes, 0).is_witness(me):
             return []
