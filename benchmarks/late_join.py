@@ -80,6 +80,7 @@ class SimRun:
         self.events = []  # (time, seq, client, callable returning actions)
         self.seq = 0
         self.applied_with = {}  # client -> [(time, step_now, step applied)] containing its result
+        self.bases = {}  # client -> (step, params) of the base it downloaded
         for _ in range(incumbents):
             self.add_client()
 
@@ -151,7 +152,30 @@ class SimRun:
 
     def carry_out_sync(self, who, sm, act) -> list:
         """The join flow's actions (download, replay), and the ones with nothing to simulate."""
+        c = self.costs
+        match act:
+            case A.LoadBase():
+                ck = self.state.checkpoint
+                base = (ck.step, ck.hash) if any(ck.hash) else (1, honest_params(1))
+                self.bases[who] = base
+                return self.later(c["download_s"], who, lambda: sm.base_ready(*base))
+            case A.ResetToBase():
+                return sm.base_ready(*self.bases[who])
+            case A.FetchApplied(step, exclude):
+                got, peer = self.fetch(who, step, exclude)
+                return self.later(c["replay_s"], who, lambda: sm.fetched(step, got, peer))
         return []
+
+    def fetch(self, who, step, exclude):
+        """An applied set of `step` from a peer that trains (Active or WarmingUp)."""
+        for k, other in enumerate(self.sms):
+            i = self.state.client_index(self.ids[k].public)
+            if k == who or str(k) in exclude or i is None or not self.state.clients[i].trains:
+                continue
+            got = other.kept_set(step)
+            if got is not None:
+                return got, str(k)
+        return None, None
 
     def _note_apply(self, who, step, results) -> None:
         if who >= 3:
