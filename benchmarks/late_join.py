@@ -164,6 +164,13 @@ class SimRun:
             case A.FetchApplied(step, exclude):
                 got, peer = self.fetch(who, step, exclude)
                 return self.later(c["replay_s"], who, lambda: sm.fetched(step, got, peer))
+            case A.FetchResults(step):  # a first round as a participant: the round before it
+                acts = []
+                for k, other in enumerate(self.sms):
+                    if k != who:
+                        for r in other.received_results(step):
+                            acts += sm.on_result(r)
+                return acts
         return []
 
     def fetch(self, who, step, exclude):
