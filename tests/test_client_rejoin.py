@@ -114,6 +114,9 @@ def test_a_joiner_killed_in_each_phase_rejoins_and_the_incumbents_never_notice()
     for k in range(3):
         assert phase_of(sim, k) == ClientPhase.Active
         assert not [t for who, t in sim.logs if who == k and ("DESYNC" in t or "lagging" in t)]
+    # a restarted joiner missing the results of rounds its previous process trained is no
+    # DESYNC: it fetches those sets like any joiner
+    assert not [t for who, t in sim.logs if who == joiner and "DESYNC" in t]
     # what the restarted joiner applied is what they applied
     for step, commits in applied_by(sim, joiner).items():
         assert commits == mine[0][step], step

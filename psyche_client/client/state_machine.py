@@ -44,6 +44,7 @@ class ClientStateMachine:
         self.checkpointing = Checkpointing(signer, can_store, saves_locally)
         self.tick_jitter = tick_jitter  # spread ticks so clients do not all send at once
         self.state = None
+        self.first_seen = None  # (step, whether mid-round) of the first state this process saw
         self.assignments = {}  # step -> {client_index: BatchId} (trainers of that round)
         self.results = {}  # step -> {BatchId: TrainingResult}, first verified per batch
         self.early = {}  # step -> [TrainingResult] received before we saw that round
@@ -84,6 +85,12 @@ class ClientStateMachine:
         st = self.state
         rounds = [st.round_back(k) for k in range(len(st.rounds))]
         return [r for r in rounds if r is not None][::-1]
+
+    def _saw_round(self, step: int) -> bool:
+        """This process saw the round of `step` from its start, with every result published
+        in it (a restarted process may take its slot back in the round it was killed in)."""
+        first, mid_round = self.first_seen
+        return step > first or (step == first and not mid_round)
 
     def _remember_round(self, st) -> None:
         for k in range(len(st.rounds)):
@@ -134,6 +141,9 @@ class ClientStateMachine:
 
     # ---------------------------------------------------------------- inputs
     def on_state(self, st, now: float) -> list[Action]:
+        if self.state is None:
+            self.first_seen = (st.step, st.run_state in (RunState.RoundTrain,
+                                                         RunState.RoundWitness))
         self.state = st
         self._remember_round(st)
         acts = []
@@ -294,7 +304,10 @@ class ClientStateMachine:
                                               r.warming)
             if missing:
                 me = self.my_index()
-                if me is not None and r.participants >> me & 1:  # not a joiner's first rounds
+                # a round this process trained and saw from its start: not a joiner's first
+                # rounds, nor those its slot's previous process trained before it was killed
+                if (me is not None and r.participants >> me & 1 and step in self.training
+                        and self._saw_round(step)):
                     acts.append(Log(f"DESYNC: step {step}: no payload for batches "
                                     f"{', '.join(map(str, missing))} that the witnesses "
                                     "accepted: fetching the step's applied set from peers"))
