@@ -6,6 +6,8 @@ when its connection closes), and a fresh state machine with the same identity ta
 
 from dataclasses import replace
 
+import pytest
+
 from psyche_client.client.applied import AppliedSet
 from psyche_client.client.state_machine import ClientStateMachine
 from psyche_coordinator_core import ClientPhase, ClientState
@@ -40,6 +42,7 @@ class KillSim(Sim):
         self.kills = []  # (phase, step)
         self.warming = set()  # steps whose round counts the victim as warming up
         self.restarts = []  # steps in which a new process took the victim's place
+        self.dropped = []  # steps in which a health check dropped the victim
 
     def _apply(self, op, args):
         super()._apply(op, args)
@@ -47,6 +50,9 @@ class KillSim(Sim):
         i = st.client_index(self.ids[self.victim].public) if self.victim is not None else None
         if i is not None and st.run_state.active and st.current_round.warming >> i & 1:
             self.warming.add(st.step)
+        if (i is not None and st.clients[i].state == ClientState.Dropped
+                and (not self.dropped or self.dropped[-1] != st.step)):
+            self.dropped.append(st.step)
         if self.target is not None and phase_of(self, self.victim) == self.target:
             self.kills.append((self.target, self.state.step))
             self.target = None
@@ -59,7 +65,12 @@ class KillSim(Sim):
         self.sms[self.victim] = ClientStateMachine(ident.public, ident.public)
 
 
-def test_a_joiner_killed_in_each_phase_rejoins_and_the_incumbents_never_notice():
+@pytest.mark.parametrize("at_once", [False, True])
+def test_a_joiner_killed_in_each_phase_rejoins_and_the_incumbents_never_notice(at_once):
+    """`at_once`: each restart joins in the round its process was killed in. Else a process
+    killed in a training phase (WarmingUp, Active) is restarted once the rounds it was to
+    train are past the health check's reach (three rounds); one killed while Queued or
+    Syncing, never a trainer, at once."""
     sim = KillSim(3, config=replace(SYNC, total_steps=200, epoch_time=400, kept_rounds=400,
                                     sync_warmup_rounds=3), chained=True)
     sim.run(lambda s: s.run_state.active and s.step >= 4)
@@ -78,6 +89,9 @@ def test_a_joiner_killed_in_each_phase_rejoins_and_the_incumbents_never_notice()
         assert isinstance(sim.sms[joiner], Dead) and phase_of(sim, joiner) is None
         c = sim.state.clients[sim.state.client_index(me)]
         assert c.state == ClientState.Withdrawn
+        if not at_once and target in (ClientPhase.WarmingUp, ClientPhase.Active):
+            killed_at = sim.state.step
+            sim.run(lambda s: s.step >= killed_at + 3)
         sim.restart()
         sim._do(joiner, sim.sms[joiner].on_state(sim.state, sim.t))
         st = sim.state
@@ -86,6 +100,7 @@ def test_a_joiner_killed_in_each_phase_rejoins_and_the_incumbents_never_notice()
                        if x.state == ClientState.Healthy and x.phase == ClientPhase.Queued)
         entered.append((phase_of(sim, joiner), st.clients[i].since, st.step, queue, i))
     assert [k[0] for k in sim.kills] == list(PHASES)
+    assert (sim.restarts == [k[1] for k in sim.kills]) == at_once
 
     # it re-enters in the step it joins: at the queue's tail, or syncing when the slot is free
     for p, since, step, queue, i in entered:
@@ -119,6 +134,13 @@ def test_a_joiner_killed_in_each_phase_rejoins_and_the_incumbents_never_notice()
     for k in range(3):
         assert phase_of(sim, k) == ClientPhase.Active
         assert not [t for who, t in sim.logs if who == k and ("DESYNC" in t or "lagging" in t)]
+    # no process of it is blamed for a round its slot's previous process was to train
+    if at_once and sim.dropped:
+        pytest.xfail("core: a slot taken back keeps the participant bits of the rounds its "
+                     "killed process was to train, and the health check of the two rounds after "
+                     "blames the new process for those batches and drops it (it then joins "
+                     "again, at the queue's tail)")
+    assert not sim.dropped
     # a restarted joiner missing the results of rounds its previous process trained is no
     # DESYNC: it fetches those sets like any joiner
     assert not [t for who, t in sim.logs if who == joiner and "DESYNC" in t]
