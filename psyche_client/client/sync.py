@@ -145,6 +145,8 @@ class Sync:
     def base_ready(self, step: int, digest: bytes) -> list[Action]:
         self.base_loading = False
         self.base = (step, digest)
+        if self.phase() not in (ClientPhase.Queued, ClientPhase.Syncing):
+            return []  # an epoch began meanwhile: its model (Prepare) is the one to follow
         self.line = ModelLine(step, digest, "snapshot")
         self.given_up.clear()
         self.wait_snapshot = None
