@@ -377,8 +377,8 @@ class ClientStateMachine:
         batch = self.assignments.get(step, {}).get(me)
         if batch is None or step in self.training or self.sync.behind(step):
             return []  # behind: a set its parameters need is still being fetched
-        if not self.my_phase().trains or not self._saw_round(step):
-            return []  # the slot's bit, not this process's: it lags, or took the slot back
+        if not self._saw_round(step):
+            return []  # the slot's bit from its killed process: this one took the slot back
         self.training.add(step)
         return [Train(step, batch)]
 
@@ -405,8 +405,8 @@ class ClientStateMachine:
         me, step = self.my_index(), st.step
         if me is None or step in self.witness_sent or not st.clients[me].phase.trains:
             return []
-        if not self.my_phase().trains or not self._saw_round(step):
-            return []  # only a training client witnesses, a round it saw from its start
+        if not self._saw_round(step):
+            return []  # it took its slot back mid-round: it saw part of the round's results
         if not RoundCommittee(st.current_round, st.config.witness_nodes, 0).is_witness(me):
             return []
         if any(k <= step - 2 for k in self.unreported):
