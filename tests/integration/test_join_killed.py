@@ -39,7 +39,7 @@ from .test_training import applied_params, read_metrics
 
 pytest.importorskip("iroh")
 pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.timeout(2400)]
-WARM = 3  # sync_warmup_rounds: WarmingUp lasts WARM + 1 rounds, long enough to be caught in
+WARM = 5  # sync_warmup_rounds: the helper holds the sync slot while client 5 restarts Queued
 INCUMBENTS = (1, 2, 3)
 HELPER, JOINER = 4, 5
 TARGETS = (ClientPhase.Queued, ClientPhase.Syncing, ClientPhase.WarmingUp, ClientPhase.Active)
