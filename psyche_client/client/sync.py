@@ -204,8 +204,8 @@ class Sync:
                     and not self.base_loading):
                 # a newer snapshot: replay from it instead of the old base
                 self.base, self.line = None, None
-            if self.line is None:
-                acts += self._load_base()
+            if self.line is None and not self.base_loading:
+                acts += self._back_to_base()  # the kept base, else a download
             acts += self._synced()
         elif phase in (ClientPhase.WarmingUp, ClientPhase.Active):
             acts += self._lagging()
