@@ -55,6 +55,7 @@ class ClientStateMachine:
         self.checkpointing = Checkpointing(signer, can_store, saves_locally)
         self.tick_jitter = tick_jitter  # spread ticks so clients do not all send at once
         self.state = None
+        self.first_seen = None  # (step, whether mid-round) of the first state this process saw
         self.assignments = {}  # step -> {client_index: BatchId} (trainers of that round)
         self.results = {}  # step -> {BatchId: TrainingResult}, first verified per batch
         self.early = {}  # step -> [TrainingResult] received before we saw that round
@@ -96,6 +97,12 @@ class ClientStateMachine:
         st = self.state
         rounds = [st.round_back(k) for k in range(len(st.rounds))]
         return [r for r in rounds if r is not None][::-1]
+
+    def _saw_round(self, step: int) -> bool:
+        """This process saw the round of `step` from its start, with every result published
+        in it (a restarted process may take its slot back in the round it was killed in)."""
+        first, mid_round = self.first_seen
+        return step > first or (step == first and not mid_round)
 
     def _remember_round(self, st) -> None:
         for k in range(len(st.rounds)):
@@ -146,6 +153,9 @@ class ClientStateMachine:
 
     # ---------------------------------------------------------------- inputs
     def on_state(self, st, now: float) -> list[Action]:
+        if self.state is None:
+            self.first_seen = (st.step, st.run_state in (RunState.RoundTrain,
+                                                         RunState.RoundWitness))
         self.state = st
         self._remember_round(st)
         acts = []
@@ -312,7 +322,10 @@ class ClientStateMachine:
                                               r.warming)
             if missing:
                 me = self.my_index()
-                if me is not None and r.participants >> me & 1:  # not a joiner's first rounds
+                # a round this process trained and saw from its start: not a joiner's first
+                # rounds, nor those its slot's previous process trained before it was killed
+                if (me is not None and r.participants >> me & 1 and step in self.training
+                        and self._saw_round(step)):
                     acts.append(Log(f"DESYNC: step {step}: no payload for batches "
                                     f"{', '.join(map(str, missing))} that the witnesses "
                                     "accepted: fetching the step's applied set from peers"))
@@ -364,6 +377,8 @@ class ClientStateMachine:
         batch = self.assignments.get(step, {}).get(me)
         if batch is None or step in self.training or self.sync.behind(step):
             return []  # behind: a set its parameters need is still being fetched
+        if not self._saw_round(step):
+            return []  # the slot's bit from its killed process: this one took the slot back
         self.training.add(step)
         return [Train(step, batch)]
 
@@ -390,6 +405,8 @@ class ClientStateMachine:
         me, step = self.my_index(), st.step
         if me is None or step in self.witness_sent or not st.clients[me].phase.trains:
             return []
+        if not self._saw_round(step):
+            return []  # it took its slot back mid-round: it saw part of the round's results
         if not RoundCommittee(st.current_round, st.config.witness_nodes, 0).is_witness(me):
             return []
         if any(k <= step - 2 for k in self.unreported):
