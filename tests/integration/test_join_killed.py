@@ -17,12 +17,11 @@ connection closes. Each restart:
 The kill comes from the thread that records the states, the moment one shows client 5 in the
 phase (Syncing may last well under a second); a kill that lands past the phase is tried again on
 the next restart. The joiners' processes start held (their imports are not counted in the run's
-clock); the next incarnation of client 5 is released once the coordinator shows the kill's
-withdrawal, or, after a kill in a training phase (WarmingUp, Active), three rounds later: the
-core's health check still blames a slot taken back sooner for the batches of its killed process
-(tests/test_client_rejoin.py shows it). The joiners replay from the run seed (no snapshot store:
-the run's checkpoint is the seed), so every restart replays every applied set since step 1 from
-its peers (kept_rounds covers the run)."""
+clock); the next incarnation of client 5 is released as soon as the coordinator shows the
+kill's withdrawal (the core's health check does not blame a slot taken back for the batches of
+its killed process: a client answers only for rounds since it entered its phase). The joiners
+replay from the run seed (no snapshot store: the run's checkpoint is the seed), so every restart
+replays every applied set since step 1 from its peers (kept_rounds covers the run)."""
 
 import signal
 from pathlib import Path
@@ -140,12 +139,6 @@ def test_a_joiner_killed_in_each_phase_comes_back(tmp_path, data_dir, monkeypatc
             killed_in = phase(rec.states[gone - 1], five)
             todo = [t for t in todo if t != killed_in]
             nxt = todo.pop(0) if todo else None
-            if killed_in in (ClientPhase.WarmingUp, ClientPhase.Active):
-                # restarted once the rounds it was to train are past the health check's reach:
-                # the core still blames a slot taken back for its old batches (see
-                # tests/test_client_rejoin.py); a Queued or Syncing one trained none
-                at = rec.states[gone].step + 3
-                rec.wait(lambda s: s.step >= at, WAIT, f"step {at}", gone)
             spare.wait_line(READY, WAIT)
             if nxt is not None:
                 arm(spare, nxt)
