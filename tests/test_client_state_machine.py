@@ -7,9 +7,12 @@ from dataclasses import replace
 
 from psyche_client.client.actions import (
     Apply,
+    FetchApplied,
+    LoadBase,
     Log,
     Prepare,
     Publish,
+    ResetToBase,
     Send,
     Snapshot,
     StoreSnapshot,
@@ -41,10 +44,17 @@ def sim_params(step: int) -> bytes:
 class Sim:
     """A server that applies operations then ticks, and clients that answer instantly."""
 
-    def __init__(self, n, silent=(), config=CONFIG, can_store=(), forked=()):
-        self.ids = [Identity(hashlib.sha256(b"client%d" % i).digest()) for i in range(n)]
-        self.sms = [ClientStateMachine(i.public, i.public, can_store=k in can_store)
-                    for k, i in enumerate(self.ids)]
+    def __init__(self, n, silent=(), config=CONFIG, can_store=(), forked=(), deaf=(),
+                 wrong=(), chained=False, liar=None):
+        """`deaf`: (receiver, trainer) pairs whose results never arrive; `wrong`: (client,
+        step) pairs whose Apply goes wrong (another parameter hash); `chained`: a parameter
+        hash follows the results applied (not only the step); `liar`: a client that serves
+        applied sets with a result left out."""
+        self.chained, self.liar, self.hashes = chained, liar, {}
+        self.ids, self.sms = [], []
+        self.can_store = set(can_store)
+        for _ in range(n):
+            self.add_client()
         self.forked = set(forked)  # these snapshot parameters of their own, not the run's
         self.snapshots = []  # (client, StoreSnapshot, parameter hash captured)
         self.logs = []  # (client, text)
@@ -54,7 +64,39 @@ class Sim:
         self.sent = []  # (client, op)
         self.sent_args = []  # (client, op, args)
         self.rejected = []
+        self.published = []  # every result a client published
+        self.deaf, self.wrong = set(deaf), set(wrong)
+        self.fetches = []  # (client, step, peer that served it or None)
+        self.bases = []  # (client, step) of every base loaded
+        self.kept_base = {}  # client -> (step, params) of its base
+        self.applies = []  # (client, step, commitments applied)
 
+    def add_client(self) -> int:
+        k = len(self.ids)
+        ident = Identity(hashlib.sha256(b"client%d" % k).digest())
+        self.ids.append(ident)
+        self.sms.append(ClientStateMachine(ident.public, ident.public,
+                                           can_store=k in self.can_store))
+        return k
+
+    def params_of(self, who, step):
+        """The hash `who` has after applying `step`: the run's, unless its Apply goes wrong."""
+        if (who, step) in self.wrong:
+            return hashlib.sha256(b"wrong/%d" % step).digest()
+        return sim_params(step + 2)
+
+    def fetch(self, who, step, exclude):
+        """A peer's applied set, from the run's Active or WarmingUp clients."""
+        for k, other in enumerate(self.sms):
+            i = self.state.client_index(self.ids[k].public)
+            if k == who or str(k) in exclude or i is None or not self.state.clients[i].trains:
+                continue
+            got = other.kept_set(step)
+            if got is not None and k == self.liar and got.results:
+                got = replace(got, results=got.results[:-1])
+            if got is not None:
+                return got, str(k)
+        return None, None
     def _apply(self, op, args):
         nxt = apply(self.state, self.t, op, **args)
         try:
@@ -84,9 +126,32 @@ class Sim:
                         for k, other in enumerate(self.sms):
                             queue += [(k, a) for a in other.on_state(self.state, self.t)]
                 case Prepare(epoch):
+                    self.hashes[who] = sim_params(self.state.step)
                     queue += [(who, a) for a in sm.model_ready(epoch, sim_params(self.state.step))]
-                case Apply(step, _):
-                    queue += [(who, a) for a in sm.applied_params(step, sim_params(step + 2))]
+                case Apply(step, results):
+                    self.applies.append((who, step, [r.commitment for r in results]))
+                    params = self.params_of(who, step)
+                    if self.chained:
+                        params = hashlib.sha256(self.hashes[who] + b"".join(
+                            r.commitment for r in results)).digest()
+                        self.hashes[who] = params
+                    queue += [(who, a) for a in sm.applied_params(step, params)]
+                case LoadBase():
+                    ck = self.state.checkpoint
+                    step, params = (ck.step, ck.hash) if any(ck.hash) else (1, sim_params(1))
+                    self.kept_base[who] = (step, params)
+                    self.bases.append((who, step))
+                    self.hashes[who] = params
+                    queue += [(who, a) for a in sm.base_ready(step, params)]
+                case ResetToBase():
+                    step, params = self.kept_base[who]
+                    self.bases.append((who, step))
+                    self.hashes[who] = params
+                    queue += [(who, a) for a in sm.base_ready(step, params)]
+                case FetchApplied(step, exclude):
+                    got, peer = self.fetch(who, step, exclude)
+                    self.fetches.append((who, step, peer))
+                    queue += [(who, a) for a in sm.fetched(step, got, peer)]
                 case StoreSnapshot(_, step, upload) as snap:
                     # captured after the applies asked for before it: the last reported hash
                     params = sm.params if who not in self.forked else sim_params(-step)
@@ -101,8 +166,9 @@ class Sim:
                                                    dummy_payload("sim", step, batch))
                     queue += [(who, a) for a in sm.trained(step, result)]
                 case Publish(result) if who not in self.silent:
+                    self.published.append(result)
                     for k, other in enumerate(self.sms):
-                        if k != who:
+                        if k != who and (k, who) not in self.deaf:
                             queue += [(k, a) for a in other.on_result(result)]
 
     def run(self, until, limit=400):
@@ -196,12 +262,18 @@ def test_snapshot_once_per_epoch_after_its_last_apply():
     # a client that misses the drain rounds' states applies the epoch's last rounds at Cooldown:
     # in the same list of actions, before the snapshot
     late = ClientStateMachine(sim.ids[0].public, sim.ids[0].public)
+    for r in sim.published:  # it received every result (kept until it sees their rounds)
+        late.on_result(r)
     acts = []
     for st in states:
         if st.run_state.active and st.last_step and st.step >= st.last_step - 2 \
                 and st.run_state != RunState.Cooldown:
             continue
-        acts += late.on_state(st, 0)
+        new = late.on_state(st, 0)
+        for a in list(new):
+            if isinstance(a, Prepare):  # its model is ready at once
+                new += late.model_ready(a.epoch, sim_params(st.step))
+        acts += new
     kinds = [(type(a), a.step) for a in acts if isinstance(a, (Apply, Snapshot))]
     assert sum(k is Snapshot for k, _ in kinds) == len(snaps)
     for i, (kind, step) in enumerate(kinds):

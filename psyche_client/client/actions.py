@@ -14,7 +14,7 @@ from .results import TrainingResult
 class Send:
     """An operation to the coordinator; its answer goes back through op_finished."""
     op: str  # the core's operation name: join, tick, warmup_witness, witness, health_check,
-    # checkpoint
+    # checkpoint, synced, resync
     args: dict  # the operation's arguments, as the core's apply() takes them
 
 
@@ -29,6 +29,28 @@ class Apply:
     """Apply a round's consensus results, before any later training."""
     step: int
     results: list  # [TrainingResult] a quorum of witnesses vouched for, in batch order
+
+
+@dataclass(frozen=True)
+class LoadBase:
+    """A client joining mid-epoch (or lagging with no base yet): download the run's recorded
+    snapshot (checkpoint.hash nonzero; its hash checked), else the run seed's model (kind
+    Dummy, labelled step 1), keep it as the base to replay from, and call base_ready(step,
+    hash), or base_failed(why)."""
+
+
+@dataclass(frozen=True)
+class ResetToBase:
+    """A lagging client: put the kept base back (no download) and call base_ready(step,
+    hash)."""
+
+
+@dataclass(frozen=True)
+class FetchApplied:
+    """Ask the peers for their applied set of `step` and call fetched(step, set, peer) (set
+    and peer None when no peer holds it); `exclude`: peers whose sets gave another hash."""
+    step: int
+    exclude: frozenset = frozenset()
 
 
 @dataclass(frozen=True)
@@ -79,5 +101,5 @@ class Log:
     text: str
 
 
-Action = (Send | Prepare | Apply | Train | Evaluate | Snapshot | StoreSnapshot | PruneSnapshots
-          | Publish | Log)
+Action = (Send | Prepare | LoadBase | ResetToBase | FetchApplied | Apply | Train | Evaluate
+          | Snapshot | StoreSnapshot | PruneSnapshots | Publish | Log)

@@ -2,7 +2,9 @@
 received. Witnesses of round r+1 put the commitments of round r's results they verified in their
 broadcast blooms; a result counts when at least witness_quorum(elected witnesses of r+1) blooms
 contain its commitment. Everyone reads the same blooms from the coordinator, so everyone who
-holds the payloads applies the same set."""
+holds the payloads applies the same set. Results of trainers that were warming up in round r
+(its `warming` mask: synced clients warming their optimizer state) are witnessed but never
+applied."""
 
 from psyche_coordinator_core import (
     bloom_contains,
@@ -12,16 +14,19 @@ from psyche_coordinator_core import (
 )
 
 
-def round_consensus(state, witnessed_round, assignments: dict, received: dict):
+def round_consensus(state, witnessed_round, assignments: dict, received: dict, warming: int = 0):
     """(results to apply in batch order, batches the witnesses accepted that we lack).
 
     `assignments`: {client_index: BatchId} of round r; `received`: {BatchId: TrainingResult}
-    (first verified result per batch); `witnessed_round`: round r+1, whose witnesses vouch."""
+    (first verified result per batch); `witnessed_round`: round r+1, whose witnesses vouch;
+    `warming`: round r's mask of trainers whose results are not applied."""
     elected = expected_witnesses(state.config.witness_nodes,
                                  len(witnessed_round.participant_indices()))
     quorum = witness_quorum(elected)
     chosen, missing = [], []
     for idx, batch in sorted(assignments.items(), key=lambda kv: kv[1]):
+        if warming >> idx & 1:
+            continue
         r = received.get(batch)
         if r is not None:
             key = r.commitment.hex()

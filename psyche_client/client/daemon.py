@@ -17,10 +17,13 @@ from .actions import (
     Action,
     Apply,
     Evaluate,
+    FetchApplied,
+    LoadBase,
     Log,
     Prepare,
     PruneSnapshots,
     Publish,
+    ResetToBase,
     Send,
     Snapshot,
     StoreSnapshot,
@@ -60,6 +63,10 @@ class ClientDaemon:
         self.exit_when_finished = exit_when_finished
         self.sm = ClientStateMachine(identity.public, identity.public,
                                      tick_jitter=random.uniform(0.2, 2.0))
+        # the applied sets this client keeps, served to syncing peers (iroh only)
+        self.applied_sharing = getattr(transport, "applied_sharing", None)
+        if self.applied_sharing is not None:
+            self.applied_sharing.lookup = self.sm.kept_set
         self._tasks = set()
         self._last_phase = None
         self._stop = asyncio.Event()  # set when this client must leave the run
@@ -95,6 +102,12 @@ class ClientDaemon:
                     self._spawn(self._train(step, batch))
                 case Apply(step, results):
                     self._spawn(self._apply(step, results))
+                case LoadBase():
+                    self._spawn(self._base("load_base", self.sm.state))
+                case ResetToBase():
+                    self._spawn(self._base("reset_to_base"))
+                case FetchApplied(step, exclude):
+                    self._spawn(self._fetch_applied(step, exclude))
                 case Evaluate(epoch, step):
                     self._spawn(self._guard("evaluate",
                                             self._in_worker(self.trainer.evaluate, epoch, step)))
@@ -133,6 +146,39 @@ class ClientDaemon:
                                    self._in_worker(self.trainer.apply, step, results))
         # the witness of step + 2 commits this hash; a failed apply commits none
         self._run(self.sm.applied_params(step, bytes.fromhex(digest) if digest else None))
+
+    async def _base(self, how, *args):
+        """Load (or put back) the base a syncing client replays from, in the worker: after the
+        applies asked for before it, before those asked for after."""
+        try:
+            step, digest = await self._in_worker(getattr(self.trainer, how), *args)
+        except Exception as e:  # no base: the machine waits for the next snapshot
+            log.warning("base model: %s: %s", type(e).__name__, e)
+            self._run(self.sm.base_failed(f"{type(e).__name__}: {e}"))
+            return
+        self._run(self.sm.base_ready(step, bytes.fromhex(digest)))
+
+    def _sync_peers(self) -> list:
+        """The p2p ids of the epoch's clients whose models follow the run (Active or WarmingUp:
+        they keep applied sets) that the backend has an address for."""
+        st, known = self.sm.state, self.backend.peers()
+        own = self.identity.public.hex()
+        ids = [c.p2p_identity.hex() for c in (st.clients if st is not None else []) if c.trains]
+        return [p for p in ids if p != own and p in known]
+
+    async def _fetch_applied(self, step, exclude):
+        got, peer = None, None
+        if self.applied_sharing is not None:
+            try:
+                got, peer = await self.applied_sharing.fetch(self._sync_peers(), step,
+                                                             exclude=exclude, log=log.debug)
+            except Exception as e:  # the machine hears "nobody had it" and decides
+                log.warning("fetching the applied set of step %d: %s: %s", step,
+                            type(e).__name__, e)
+        if got is not None:
+            log.info("applied set of step %d from %s: %d results", step, peer[:8],
+                     len(got.results))
+        self._run(self.sm.fetched(step, got, peer))
 
     async def _guard(self, what, coro):
         try:

@@ -12,9 +12,11 @@ after each prepare and apply); as a witness of the last round, send health check
 trainers that did not deliver; as an elected checkpointer that can write to the run's store,
 snapshot the parameters at Cooldown and every checkpoint_interval steps and record the
 snapshot once the witnesses agreed on the same hash (checkpointing.py); tick when a timeout is
-due."""
+due. A client that joins mid-epoch goes through the sync phases (sync.py): its model follows
+the rounds' applied sets from a base, and every client keeps those sets for its peers."""
 
 from psyche_coordinator_core import (
+    ClientPhase,
     ClientState,
     RoundCommittee,
     RunState,
@@ -25,9 +27,11 @@ from psyche_coordinator_core import (
 )
 
 from .actions import Action, Apply, Evaluate, Log, Prepare, Publish, Send, Snapshot, Train
+from .applied import AppliedSet
 from .checkpointing import Checkpointing
 from .consensus import round_consensus
 from .results import TrainingResult, merkle_root
+from .sync import Sync
 
 
 class ClientStateMachine:
@@ -51,8 +55,11 @@ class ClientStateMachine:
         self.trained_steps = set()
         self.witness_sent = set()
         self.health_sent = set()
-        self.applied = set()  # steps whose consensus was applied (or had nothing to apply)
+        self.applied = set()  # steps whose consensus is final (kept, or fetched from peers)
+        self.final_upto = 0  # the latest of those
         self.unreported = set()  # steps whose Apply was asked for and has not reported yet
+        self.epoch_first = {}  # epoch -> the step its Prepare's model trains first
+        self.sync = Sync(signer)  # the applied sets, the model's line, the sync phases
         self.params = None  # hash of the parameters as last reported (None: unknown)
         self.evaluated = set()  # epochs whose held-out loss and snapshot were taken
         self.last_tick_for = None
@@ -66,6 +73,17 @@ class ClientStateMachine:
         if i is None or self.state.clients[i].state != ClientState.Healthy:
             return None
         return i
+
+    def my_phase(self):
+        """This client's phase in the epoch (None: not a healthy client of it)."""
+        me = self.my_index()
+        return None if me is None else self.state.clients[me].phase
+
+    def _rounds(self) -> list:
+        """This epoch's rounds in the state's ring, oldest first."""
+        st = self.state
+        rounds = [st.round_back(k) for k in range(len(st.rounds))]
+        return [r for r in rounds if r is not None][::-1]
 
     def _remember_round(self, st) -> None:
         for k in range(len(st.rounds)):
@@ -121,24 +139,32 @@ class ClientStateMachine:
         acts = []
         acts += self._join()
         me = self.my_index()
-        if me is not None and st.run_state == RunState.Warmup:
+        phase = self.my_phase()
+        acts += self.sync.on_state(st, me, now)
+        if phase == ClientPhase.Active and st.run_state == RunState.Warmup:
             if st.epoch not in self.prepared and st.epoch not in self.preparing:
                 self.preparing.add(st.epoch)
+                self.epoch_first[st.epoch] = st.step
+                self.sync.line = None  # the epoch's model replaces the last one
                 acts.append(Prepare(st.epoch))
             acts += self._warmup_witness()
         if me is not None and st.run_state.active:
-            acts += self._apply()  # before training: the next step must see these results
+            acts += self._finalize()
+            acts += self._advance()  # before training: the next step must see these results
         if me is not None and st.run_state == RunState.RoundTrain:
             # after the applies above, before training: the parameters this step trains with
-            acts += self.checkpointing.at_round(st, me)
+            if phase == ClientPhase.Active:
+                acts += self.checkpointing.at_round(st, me)
             acts += self._train(me)
             acts += self._health_checks(me)
-        if me is not None and st.run_state == RunState.Cooldown and st.epoch not in self.evaluated:
+        if (phase is not None and phase.trains and st.run_state == RunState.Cooldown
+                and st.epoch not in self.evaluated):
             self.evaluated.add(st.epoch)
-            # _apply above has queued the epoch's last apply (Cooldown ends every round), and
+            # _advance above has queued the epoch's last apply (Cooldown ends every round), and
             # no round of this epoch is applied after it: these are the next epoch's parameters
             acts += [Evaluate(st.epoch, st.step - 1), Snapshot(st.step)]
-            acts += self.checkpointing.at_cooldown(st, me)
+            if phase == ClientPhase.Active:
+                acts += self.checkpointing.at_cooldown(st, me)
         acts += self.checkpointing.record(st, me)
         acts += self._witness()
         acts += self._tick(now)
@@ -149,13 +175,37 @@ class ClientStateMachine:
         self.preparing.discard(epoch)
         self.prepared.add(epoch)
         self.params = params
+        if self.state is not None and epoch == self.state.epoch:
+            self.sync.epoch_model(self.epoch_first.get(epoch, self.state.step), params)
+            return self._warmup_witness() + self._advance()
         return self._warmup_witness()
 
     def applied_params(self, step: int, params: bytes = None) -> list[Action]:
         """The Apply of `step` is done (params: the hash after it; None: it failed)."""
         self.unreported.discard(step)
         self.params = params
-        return self._witness()
+        self.sync.applied(step, params)
+        return self.sync.check() + self._witness()
+
+    def base_ready(self, step: int, params: bytes) -> list[Action]:
+        """The base model (LoadBase, ResetToBase) is in place: it trains `step`."""
+        return self.sync.base_ready(step, params) + self._advance()
+
+    def base_failed(self, why: str) -> list[Action]:
+        return self.sync.base_failed(why)
+
+    def kept_set(self, step: int):
+        """The applied set of `step` this client serves to its peers, or None."""
+        return self.sync.kept(step)
+
+    def fetched(self, step: int, s: AppliedSet = None, peer: str = None) -> list[Action]:
+        """A peer's applied set for `step` (FetchApplied); None: no peer held it."""
+        verified = self._verify(s) if s is not None else None
+        acts = self.sync.fetched(step, s, peer, verified) + self._advance()
+        me = self.my_index()
+        if me is not None and self.state.run_state == RunState.RoundTrain:
+            acts += self._train(me)
+        return acts + self.sync.check() + self._witness()
 
     def snapshot_stored(self, step: int, params: bytes, location: str) -> list[Action]:
         """The snapshot labelled `step` (parameter hash `params`) is in the store at
@@ -180,6 +230,8 @@ class ClientStateMachine:
         new state loses nothing and an undelivered witness is sent again."""
         if op == "join":
             self.join_in_flight = False
+        elif op in ("synced", "resync"):
+            return self.sync.answered(op, code, args)
         elif code == "Unreachable" and op == "witness":
             self.witness_sent.discard(args["step"])
         elif code == "Unreachable" and op == "warmup_witness" and self.state is not None:
@@ -189,7 +241,8 @@ class ClientStateMachine:
         return []
 
     def on_timer(self, now: float) -> list[Action]:
-        return self._join() + self._warmup_witness() + self._witness() + self._tick(now)
+        return (self._join() + self._warmup_witness() + self._witness() + self._tick(now)
+                + self.sync.on_timer(now))
 
     # ---------------------------------------------------------------- duties
     def _join(self) -> list[Action]:
@@ -215,17 +268,18 @@ class ClientStateMachine:
     def _warmup_witness(self) -> list[Action]:
         st, me = self.state, self.my_index()
         if (me is None or st.run_state != RunState.Warmup or st.epoch not in self.prepared
-                or st.epoch in self.warmup_sent):
+                or st.epoch in self.warmup_sent or self.my_phase() != ClientPhase.Active):
             return []
         self.warmup_sent.add(st.epoch)
         return [Send("warmup_witness", {"signer": self.signer, "index": me})]
 
-    def _apply(self) -> list[Action]:
-        """Apply, in step order, every round of this epoch whose consensus is final: round r is
-        final once the witness phase of round r+1 is over."""
+    def _finalize(self) -> list[Action]:
+        """Take the consensus of every round of this epoch that is final, in step order: round
+        r is final once the witness phase of round r+1 is over. A complete set is kept (and
+        applied by _advance); a set missing payloads the witnesses vouched for is never applied
+        in part: it is fetched from peers instead."""
         st, acts = self.state, []
-        rounds = [st.round_back(k) for k in range(len(st.rounds))]
-        rounds = [r for r in rounds if r is not None][::-1]  # oldest first
+        rounds = self._rounds()
         for r, nxt in zip(rounds, rounds[1:]):
             step = st.round_step(r)
             if step in self.applied:
@@ -234,22 +288,64 @@ class ClientStateMachine:
                                                             RunState.RoundWitness):
                 break  # round r+1 is still collecting witnesses
             self.applied.add(step)
-            chosen, missing = round_consensus(st, nxt, self.assignments.get(step, {}),
-                                              self.results.get(step, {}))
+            self.final_upto = max(self.final_upto, step)
+            assigned = self.assignments.get(step, {})
+            chosen, missing = round_consensus(st, nxt, assigned, self.results.get(step, {}),
+                                              r.warming)
             if missing:
-                acts.append(Log(f"DESYNC: step {step}: no payload for batches "
-                                f"{', '.join(map(str, missing))} that the witnesses accepted"))
-            if chosen or self.assignments.get(step):
-                self.unreported.add(step)
-                acts.append(Apply(step, chosen))
+                me = self.my_index()
+                if me is not None and r.participants >> me & 1:  # not a joiner's first rounds
+                    acts.append(Log(f"DESYNC: step {step}: no payload for batches "
+                                    f"{', '.join(map(str, missing))} that the witnesses "
+                                    "accepted: fetching the step's applied set from peers"))
+                continue
+            self.sync.keep(AppliedSet(step, bool(assigned) or bool(chosen), tuple(chosen)))
+        if st.run_state == RunState.Cooldown and rounds:
+            # the epoch's last round is applied by nobody (it drains, or the epoch ended early)
+            last = st.round_step(rounds[-1])
+            if last not in self.applied:
+                self.applied.add(last)
+                self.final_upto = max(self.final_upto, last)
+                self.sync.keep(AppliedSet(last, False, ()))
         return acts
+
+    def _advance(self) -> list[Action]:
+        st = self.state
+        upto = max(self.final_upto, st.param_step - 2 if st is not None else 0)
+        acts = self.sync.advance(upto)
+        for a in acts:
+            if isinstance(a, Apply):  # the witness waits for its report
+                self.unreported.add(a.step)
+        return acts
+
+    def _verify(self, s: AppliedSet):
+        """A peer's set checked against the witnesses of its round when the state still holds
+        that round: the set as this client's consensus makes it with the peer's results, or
+        False when payloads the witnesses vouched for are still missing; None when the round
+        is gone from the state (the replay's final hash checks it)."""
+        st = self.state
+        rounds = self._rounds()
+        for r, nxt in zip(rounds, rounds[1:]):
+            if st.round_step(r) != s.step:
+                continue
+            assigned = self.assignments.get(s.step, {})
+            merged = dict(self.results.get(s.step, {}))
+            for res in s.results:
+                owner = next((i for i, b in assigned.items() if b == res.batch), None)
+                if owner is not None and st.clients[owner].signer == res.trainer:
+                    merged[res.batch] = res
+            chosen, missing = round_consensus(st, nxt, assigned, merged, r.warming)
+            if missing:
+                return False
+            return AppliedSet(s.step, bool(assigned) or bool(chosen), tuple(chosen))
+        return None
 
     def _train(self, me: int) -> list[Action]:
         st = self.state
         step = st.step
         batch = self.assignments.get(step, {}).get(me)
-        if batch is None or step in self.training:
-            return []
+        if batch is None or step in self.training or self.sync.behind(step):
+            return []  # behind: a set its parameters need is still being fetched
         self.training.add(step)
         return [Train(step, batch)]
 
@@ -280,12 +376,16 @@ class ClientStateMachine:
             return []
         if any(k <= step - 2 for k in self.unreported):
             return []  # the witness commits the parameters this step trains with: wait for them
+        behind = self.sync.behind(step)  # a set those parameters need is being fetched
+        if behind and st.run_state == RunState.RoundTrain:
+            return []
         if st.run_state == RunState.RoundTrain:
             mine = self.assignments.get(step, {}).get(me)
             if mine is not None and step not in self.trained_steps:
                 return []
-            if st.round_back(1) is not None and not self._have_all(step - 1):
-                return []
+            prev = st.round_back(1)
+            if prev is not None and prev.participants >> me & 1 and not self._have_all(step - 1):
+                return []  # (a joiner's first round: it saw only part of the one before)
             if not self._have_all(step):
                 return []  # every trainer of this round must be done before the round ends
         self.witness_sent.add(step)
@@ -297,4 +397,10 @@ class ClientStateMachine:
             "participant_bloom": bloom_of(r.trainer.hex() for r in got),
             "broadcast_bloom": bloom_of(r.commitment.hex() for r in got),
             "broadcast_merkle": merkle_root([r.commitment for r in got]),
-            "param_hash": self.params or bytes(32)})]
+            "param_hash": self._params_for(step, behind) or bytes(32)})]
+
+    def _params_for(self, step: int, behind: bool):
+        """The hash this client trains `step` with (None: it has none to commit)."""
+        if self.sync.line is None:
+            return self.params
+        return None if behind else self.sync.hash_training(step)

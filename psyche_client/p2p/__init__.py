@@ -12,6 +12,7 @@ Modules, each importing only modules above it in this list:
   request/reply protocols, and blob fetches through ``blobs``;
 - ``iroh_results``: a training result as an announcement plus a blob;
 - ``model_sharing``: snapshots of the model for clients that join a run in progress;
+- ``applied_sharing``: the applied result sets of recent steps, for syncing clients to replay;
 - ``mesh``: ``PeerMesh``, a websocket mesh for the transport without a native dependency;
 - ``transport``: ``IrohTransport`` / ``WebSocketTransport``, the one interface the daemon uses.
 
@@ -34,12 +35,12 @@ protocols are built here on top of them, each its own ALPN on the node's one end
   are small and say what is available ("result R of client C is at blob H"); the data moves as
   a blob, fetched by whoever needs it (iroh_results.py).
 - request/reply (iroh_node.py), protocols registered with ``IrohNode.serve(alpn, handler,
-  max_request)`` before ``start()``; model sharing's ``MODEL_ALPN`` is one. Each request is one
-  bi stream: the asker sends at most ``max_request`` bytes and finishes; the server answers one
-  status byte (0 ok, 2 bad request, 3 failed) and the body (for 2 and 3 a UTF-8 reason), then
-  finishes. A handler refuses by raising ``BadRequest``; any other exception is logged and
-  answered with 3, so no request can take the serving node down. ``IrohNode.request`` raises
-  ``RequestError`` on 2 and 3.
+  max_request)`` before ``start()``; model sharing's ``MODEL_ALPN`` and applied-set sharing's
+  ``APPLIED_ALPN`` are two. Each request is one bi stream: the asker sends at most
+  ``max_request`` bytes and finishes; the server answers one status byte (0 ok, 2 bad request, 3
+  failed) and the body (for 2 and 3 a UTF-8 reason), then finishes. A handler refuses by raising
+  ``BadRequest``; any other exception is logged and answered with 3, so no request can take the
+  serving node down. ``IrohNode.request`` raises ``RequestError`` on 2 and 3.
 
 Hash: SHA-256 (hashlib, about 1.3 GB/s with SHA-NI here): no new dependency, the hash results
 are already committed with, and far faster than the link. BLAKE3 would make ids match

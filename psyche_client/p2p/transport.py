@@ -2,7 +2,8 @@
 `start() -> address`, `set_peers({p2p_id_hex: address})`, `publish(result)`, `close()`, and an
 `on_result(TrainingResult)` callback for every result received (not yet verified), and
 `model_sharing`: a ModelSharing (p2p/model_sharing.py) when the transport can share the model
-with clients that join a run in progress, else None.
+with clients that join a run in progress, else None; `applied_sharing`: an AppliedSharing
+(p2p/applied_sharing.py) serving the applied result sets syncing peers replay, else None.
 
 - IrohTransport (default): QUIC via iroh; a result is announced (its signed header) and its
   payload moves as a content-addressed blob fetched from the announcer; shares the model.
@@ -23,6 +24,7 @@ logger = logging.getLogger(__name__)
 
 class WebSocketTransport:
     model_sharing = None
+    applied_sharing = None
 
     def __init__(self, identity, on_result, host="127.0.0.1", port=0):
         self.on_result = on_result
@@ -51,6 +53,7 @@ class WebSocketTransport:
 
 class IrohTransport:
     def __init__(self, identity, on_result, host="127.0.0.1", port=0, relay_url=None):
+        from .applied_sharing import AppliedSharing
         from .iroh_node import IrohNode  # native dependency: only when this transport is used
         from .iroh_results import RESULT_AVAILABLE, fetch_result, publish_result
         from .model_sharing import ModelSharing
@@ -60,6 +63,7 @@ class IrohTransport:
         self.node = IrohNode(identity.public.hex(), self._on_announcement, host, port,
                              secret_key=identity.seed, relay_url=relay_url)
         self.model_sharing = ModelSharing(self.node)
+        self.applied_sharing = AppliedSharing(self.node)
         self._tasks = set()
 
     async def start(self) -> str:

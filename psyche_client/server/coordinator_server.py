@@ -34,7 +34,8 @@ from .transitions import describe_changes
 
 log = logging.getLogger(__name__)
 
-CLIENT_OPS = {"join", "withdraw", "warmup_witness", "witness", "health_check", "checkpoint", "tick"}
+CLIENT_OPS = {"join", "withdraw", "warmup_witness", "witness", "health_check", "checkpoint", "tick",
+              "synced", "resync"}
 HELLO_TIMEOUT = 10
 
 

@@ -101,6 +101,7 @@ class DistroTrainer:
         self.applied_step = None  # the last step whose results are in the parameters
         self.replicas_stale = False  # data-parallel replicas hold rank 0's lookahead parameters
         self.total_steps = None  # the run's, for the learning-rate schedule
+        self.base = None  # (step, parameters on the CPU) a syncing client replays from
         self.last_loss = None
 
     # ---------------------------------------------------------------- setup
@@ -139,7 +140,6 @@ class DistroTrainer:
                 f"the run is at step {state.step} with a {kind.name} checkpoint, which this "
                 "client cannot load (the run seed, stored snapshots and peer-to-peer sharing "
                 "are implemented)")
-        seq_len = self.spec.model.max_seq_len
         # every client draws the same initial weights from the run's seed; a joiner then
         # overwrites them with the peers' snapshot (the model's shape comes from the spec)
         model = build_model(self.spec.model, state.run_seed, self.device)
@@ -150,6 +150,61 @@ class DistroTrainer:
         elif kind == CheckpointKind.Stored:
             load_stored(model, self.spec.checkpoint, ck.repo, ck.hash.hex(), ck.step)
             source = f"the recorded snapshot of step {ck.step} ({ck.repo[:16]})"
+        sources = {CheckpointKind.P2P: "peers", CheckpointKind.Stored: "store"}
+        digest = self._install(model, state, state.step, source, sources.get(kind, "seed"))
+        self.evaluate(epoch, state.step - 1)
+        return digest
+
+    def load_base(self, state):
+        """The base a client that joins mid-epoch replays from (and replays from again when it
+        lags): the run's recorded snapshot (checkpoint.hash nonzero, its hash checked), else,
+        for a run whose checkpoint is the run seed (kind Dummy), the seed's model, which trains
+        step 1. A copy is kept for reset_to_base. Returns (the step it trains, its hash)."""
+        ck = state.checkpoint
+        config = getattr(state, "config", None)
+        self.total_steps = config.total_steps if config is not None else None
+        model = build_model(self.spec.model, state.run_seed, self.device)
+        if ck.hash != bytes(32):
+            load_stored(model, self.spec.checkpoint, ck.repo, ck.hash.hex(), ck.step)
+            step, source, kind = ck.step, f"the recorded snapshot of step {ck.step}", "store"
+        elif ck.kind == CheckpointKind.Dummy:
+            step, source, kind = 1, "the run seed", "seed"
+        else:
+            raise ModelUnavailable(f"no snapshot is recorded and the run is at step {state.step}"
+                                   ": nothing to replay from")
+        self.base = (step, [p.detach().to("cpu", copy=True) for p in model.parameters()])
+        return step, self._install(model, state, step, source, kind)
+
+    def reset_to_base(self):
+        """Put the kept base back (a fresh optimizer state); returns (its step, its hash)."""
+        if self.base is None:
+            raise RuntimeError("no base model kept")
+        step, saved = self.base
+        with torch.no_grad():
+            for p, b in zip(self.model.parameters(), saved):
+                p.copy_(b.to(p.device))
+        if self.group is not None:
+            self.group.sync_params(self.model)
+        self._fresh_optimizer()
+        self.params_step = step
+        digest = parameter_hash(self.model)
+        self.log(f"model: back to the base of step {step}, params {digest[:16]}")
+        return step, digest
+
+    def _fresh_optimizer(self) -> None:
+        o = self.spec.optimizer
+        # a fresh DisTrO state: its momentum is this client's own, nobody else depends on it
+        self.optimizer = DistroOptimizer(self.model.parameters(), lr=o.lr,
+                                         momentum_decay=o.momentum_decay,
+                                         weight_decay=o.weight_decay, chunk=o.chunk, topk=o.topk,
+                                         quantize_1bit=o.quantize_1bit,
+                                         lookahead=o.lookahead)
+        self.compressed_step = self.applied_step = None
+        self.replicas_stale = False
+
+    def _install(self, model, state, step: int, source: str, kind: str) -> str:
+        """Make `model` (which trains `step`) the one this trainer trains; returns its hash."""
+        seq_len = self.spec.model.max_seq_len
         self.close()  # a stale model's data-parallel replicas go with it
         self.model = None
         if self.data_parallelism > 1:
@@ -164,25 +219,16 @@ class DistroTrainer:
                 group.close()
                 raise
             self.group = group
-        self.model, self.params_step = model, state.step
-        o = self.spec.optimizer
-        # a fresh DisTrO state: its momentum is this client's own, nobody else depends on it
-        self.optimizer = DistroOptimizer(self.model.parameters(), lr=o.lr,
-                                         momentum_decay=o.momentum_decay,
-                                         weight_decay=o.weight_decay, chunk=o.chunk, topk=o.topk,
-                                         quantize_1bit=o.quantize_1bit,
-                                         lookahead=o.lookahead)
-        self.compressed_step = self.applied_step = None
+        self.model, self.params_step = model, step
+        self._fresh_optimizer()
         if self.provider is None:
             self.provider = make_provider(self.spec, self.run_id, self.identity, seq_len)
             self.heldout = make_provider(self.spec, self.run_id, self.identity, seq_len,
                                          heldout=True)
         count, digest = parameter_count(self.model), parameter_hash(self.model)
-        sources = {CheckpointKind.P2P: "peers", CheckpointKind.Stored: "store"}
-        self.metrics.write(event="model", step=state.step, parameters=count, params=digest,
-                           source=sources.get(kind, "seed"))
+        self.metrics.write(event="model", step=step, parameters=count, params=digest,
+                           source=kind)
         self.log(f"model: Llama with {count:,} parameters from {source}, params {digest[:16]}")
-        self.evaluate(epoch, state.step - 1)
         return digest
 
     def _load_from_peers(self, model, state, fetch_snapshot) -> None:
@@ -285,6 +331,7 @@ class DistroTrainer:
         else:
             digest = parameter_hash(self.model)
         self.metrics.write(event="apply", step=step, results=len(peers), params=digest,
+                           trainers=[r.trainer.hex() for r in results],
                            compute_s=round(time.time() - started, 4))
         replicas = f" on {self.data_parallelism} replicas" if self.group is not None else ""
         self.log(f"applied step {step}: {len(peers)} results, params {digest[:16]}{replicas}")

@@ -1,5 +1,7 @@
 """End to end on the centralized backend, real training: clients that join a run after its first
 epoch get the model from their peers (P2P model sharing over iroh) and then train in lockstep.
+Joins mid-epoch are off (max_syncing = 0): a joiner waits for the next epoch, as before the
+sync phases (test_join_live.py has them on).
 
 Clients 1 and 2 train epoch 0 of a tiny Llama; client 3 starts during epoch 0 and joins epoch 1,
 whose checkpoint is P2P; then client 2 is killed and restarted, and joins a later epoch from its
@@ -41,7 +43,7 @@ def write_run(tmp: Path, data: Path) -> Path:
                        max_seq_len=64,
                        min_clients=2, init_min_clients=2, witness_nodes=0,
                        global_batch_size_start=12, global_batch_size_end=12,
-                       waiting_for_members_extra_time=1),
+                       waiting_for_members_extra_time=1, max_syncing=0),
         "model": dict(vocab_size=256, hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=4,
                       intermediate_size=128, max_seq_len=64),
         "optimizer": dict(kind="distro", lr=0.003, warmup_steps=2, chunk=32, topk=16),

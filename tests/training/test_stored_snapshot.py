@@ -143,3 +143,29 @@ def test_the_peers_snapshot_must_be_the_agreed_parameters(tmp_path):
         t.prepare(1, state, fetch)
     state.param_hash = bytes.fromhex(parameter_hash(peers))
     assert t.prepare(1, state, fetch) == parameter_hash(peers)
+
+
+def test_a_joiner_keeps_the_recorded_snapshot_as_its_base(tmp_path):
+    """load_base downloads the recorded snapshot whatever the checkpoint kind (a mid-epoch
+    joiner's is P2P), labels it with its step, and reset_to_base puts it back after the
+    parameters moved, without the store."""
+    trained = build_model(SPEC, 99)
+    digest = parameter_hash(trained)
+    store, location, _ = _store_snapshot(tmp_path, trained)
+    t = _trainer(tmp_path / "joiner", store=str(store.root))
+    st = _stored(location, digest)
+    st.checkpoint = Checkpoint(CheckpointKind.P2P, location, "", bytes.fromhex(digest), 39)
+    st.config = SimpleNamespace(total_steps=100)
+    assert t.load_base(st) == (39, digest)
+    with torch.no_grad():
+        next(t.model.parameters()).add_(1.0)
+    assert parameter_hash(t.model) != digest
+    store.root.rename(tmp_path / "gone")  # no download this time
+    assert t.reset_to_base() == (39, digest) and parameter_hash(t.model) == digest
+    # nothing recorded and the run past its seed: no base to replay from
+    fresh = _trainer(tmp_path / "other")
+    st.checkpoint = Checkpoint(CheckpointKind.P2P)
+    with pytest.raises(ModelUnavailable, match="nothing to replay from"):
+        fresh.load_base(st)
+    st.checkpoint = Checkpoint(CheckpointKind.Dummy)  # the run seed's model trains step 1
+    assert fresh.load_base(st) == (1, parameter_hash(build_model(SPEC, 5)))
