@@ -134,7 +134,8 @@ class Sync:
         self.given_up.add(step)
         phase = self.phase()
         if phase == ClientPhase.Syncing:
-            self.wait_snapshot = self.state.checkpoint.step
+            # a snapshot newer than the base (recorded already, or the next one) covers it
+            self.wait_snapshot = self.base[0] if self.base else self.state.checkpoint.step
             return [Log(f"[SYNC] no peer holds step {step}: waiting for the next snapshot")]
         if phase in (ClientPhase.Active, ClientPhase.WarmingUp):
             return self._resync(f"no peer holds the applied set of step {step}")

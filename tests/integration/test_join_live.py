@@ -154,10 +154,11 @@ def test_a_stranger_joins_mid_epoch_and_trains_within_it(tmp_path, data_dir, buc
 
 def test_simulated_joiners_sync_from_the_run_seed(tmp_path):
     """The same flow with simulated training (no model, no store): the joiner's base is the
-    run seed's model (labelled step 1), and it replays every applied set since from peers."""
+    run seed's model (labelled step 1), and it replays every applied set since from peers. Its
+    8 warm-up rounds keep the queue closed while the 5th client starts."""
     from .harness import write_state
     c = Cluster(tmp_path, write_state(tmp_path, run_id="join-sim", epoch_time=600,
-                                      max_syncing=1, kept_rounds=200, sync_warmup_rounds=1,
+                                      max_syncing=1, kept_rounds=200, sync_warmup_rounds=8,
                                       init_min_clients=3))
     try:
         c.start_server()
