@@ -8,6 +8,7 @@ from dataclasses import replace
 from psyche_client.client.actions import (
     Apply,
     FetchApplied,
+    FetchResults,
     LoadBase,
     Log,
     Prepare,
@@ -148,6 +149,14 @@ class Sim:
                     self.bases.append((who, step))
                     self.hashes[who] = params
                     queue += [(who, a) for a in sm.base_ready(step, params)]
+                case FetchResults(step):
+                    self.fetches.append((who, step, "results"))
+                    for k, other in enumerate(self.sms):
+                        if k != who:
+                            for r in other.received_results(step):
+                                queue.append((who, ("result", r)))
+                case ("result", r):
+                    queue += [(who, a) for a in sm.on_result(r)]
                 case FetchApplied(step, exclude):
                     got, peer = self.fetch(who, step, exclude)
                     self.fetches.append((who, step, peer))

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from psyche_client.client.applied import AppliedSet, ModelLine
 from psyche_client.client.consensus import round_consensus
-from psyche_coordinator_core import ClientPhase, RunState
+from psyche_coordinator_core import ClientPhase, ClientState, RunState
 
 from .test_client_state_machine import CONFIG, Sim, sim_params
 
@@ -188,3 +188,36 @@ def test_model_line_hashes():
     assert line.hash_training(12) == b"c" * 32 and line.hash_training(11) == b"b" * 32
     epoch = ModelLine(20, b"e" * 32, "epoch")
     assert epoch.cursor == 20 and epoch.hash_training(20) == b"e" * 32
+
+
+def test_a_joiners_first_witness_vouches_for_the_round_it_joined_in():
+    """A synced joiner elected witness in its first round must vouch for the round before it,
+    whose results were sent before it joined: it asks its peers for them. Otherwise, with two
+    witnesses, its bloom leaves every incumbent below the quorum and health checks drop them
+    all."""
+    asked = 0
+    for join_at in range(6, 14):
+        sim = Sim(3, config=replace(SYNC, witness_nodes=2))
+        sim.run(lambda s: s.run_state.active and s.step >= join_at)
+        joiner = sim.add_client()
+        end = sim.run(lambda s: phase_of(sim, joiner) == ClientPhase.Active
+                      and s.step >= join_at + 8)
+        assert end.epoch == 0 and all(c.state == ClientState.Healthy for c in end.clients), \
+            f"joined at step {join_at}: {[c.state.name for c in end.clients]}"
+        asked += sum(1 for who, _, what in sim.fetches if who == joiner and what == "results")
+    assert asked  # the case came up
+
+
+def test_a_joiner_still_syncing_when_the_epoch_ends_is_active_in_the_next():
+    sim = Sim(3, config=replace(SYNC, epoch_time=20, sync_warmup_rounds=8))
+    sim.run(lambda s: s.run_state.active and s.step >= 14)
+    joiner = sim.add_client()
+    sim.run(lambda s: phase_of(sim, joiner) in (ClientPhase.Syncing, ClientPhase.WarmingUp))
+    end = sim.run(lambda s: s.epoch == 1 and s.run_state.active and s.current_round.height >= 4)
+    assert phase_of(sim, joiner) == ClientPhase.Active
+    # the new epoch made it Active (it was warming up still): it says so once
+    assert logs_of(sim, joiner).count(
+        "[SYNC] Sync complete. Node is now fully contributing to training.") == 1
+    mine, theirs = applied_by(sim, joiner), applied_by(sim, 0)
+    later = [s for s in theirs if s >= end.start_step]
+    assert later and all(mine.get(s) == theirs[s] for s in later)

@@ -54,6 +54,14 @@ class FetchApplied:
 
 
 @dataclass(frozen=True)
+class FetchResults:
+    """Ask the peers for the results of `step` they hold (final or not) and hand each to
+    on_result: a client's first round as a participant, whose witnesses vouch for the round
+    before it, which it saw only in part."""
+    step: int
+
+
+@dataclass(frozen=True)
 class Train:
     """Train the batch, then call trained(step, result)."""
     step: int
@@ -101,5 +109,5 @@ class Log:
     text: str
 
 
-Action = (Send | Prepare | LoadBase | ResetToBase | FetchApplied | Apply | Train | Evaluate
-          | Snapshot | StoreSnapshot | PruneSnapshots | Publish | Log)
+Action = (Send | Prepare | LoadBase | ResetToBase | FetchApplied | FetchResults | Apply | Train
+          | Evaluate | Snapshot | StoreSnapshot | PruneSnapshots | Publish | Log)

@@ -18,6 +18,7 @@ from .actions import (
     Apply,
     Evaluate,
     FetchApplied,
+    FetchResults,
     LoadBase,
     Log,
     Prepare,
@@ -67,6 +68,7 @@ class ClientDaemon:
         self.applied_sharing = getattr(transport, "applied_sharing", None)
         if self.applied_sharing is not None:
             self.applied_sharing.lookup = self.sm.kept_set
+            self.applied_sharing.received = self.sm.received_results
         self._tasks = set()
         self._last_phase = None
         self._stop = asyncio.Event()  # set when this client must leave the run
@@ -108,6 +110,8 @@ class ClientDaemon:
                     self._spawn(self._base("reset_to_base"))
                 case FetchApplied(step, exclude):
                     self._spawn(self._fetch_applied(step, exclude))
+                case FetchResults(step):
+                    self._spawn(self._fetch_results(step))
                 case Evaluate(epoch, step):
                     self._spawn(self._guard("evaluate",
                                             self._in_worker(self.trainer.evaluate, epoch, step)))
@@ -179,6 +183,16 @@ class ClientDaemon:
             log.info("applied set of step %d from %s: %d results", step, peer[:8],
                      len(got.results))
         self._run(self.sm.fetched(step, got, peer))
+
+    async def _fetch_results(self, step):
+        if self.applied_sharing is None:
+            return
+        results = await self._guard(f"fetching the results of step {step}",
+                                    self.applied_sharing.fetch_received(
+                                        self._sync_peers(), step, log=log.debug))
+        log.info("results of step %d from peers: %d", step, len(results or []))
+        for r in results or []:
+            self._run(self.sm.on_result(r))
 
     async def _guard(self, what, coro):
         try:

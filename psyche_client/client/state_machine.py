@@ -26,7 +26,18 @@ from psyche_coordinator_core import (
     tick_deadline,
 )
 
-from .actions import Action, Apply, Evaluate, Log, Prepare, Publish, Send, Snapshot, Train
+from .actions import (
+    Action,
+    Apply,
+    Evaluate,
+    FetchResults,
+    Log,
+    Prepare,
+    Publish,
+    Send,
+    Snapshot,
+    Train,
+)
 from .applied import AppliedSet
 from .checkpointing import Checkpointing
 from .consensus import round_consensus
@@ -64,6 +75,7 @@ class ClientStateMachine:
         self.evaluated = set()  # epochs whose held-out loss and snapshot were taken
         self.last_tick_for = None
         self.rejected = {}  # trainer hex -> count of bad results
+        self.results_asked = set()  # steps whose results were asked of the peers
 
     # ---------------------------------------------------------------- helpers
     def my_index(self):
@@ -155,8 +167,9 @@ class ClientStateMachine:
             # after the applies above, before training: the parameters this step trains with
             if phase == ClientPhase.Active:
                 acts += self.checkpointing.at_round(st, me)
-            acts += self._train(me)
-            acts += self._health_checks(me)
+            if phase.trains:  # a rejoined client's slot may keep the round's bit: not its batch
+                acts += self._train(me)
+                acts += self._health_checks(me)
         if (phase is not None and phase.trains and st.run_state == RunState.Cooldown
                 and st.epoch not in self.evaluated):
             self.evaluated.add(st.epoch)
@@ -198,12 +211,17 @@ class ClientStateMachine:
         """The applied set of `step` this client serves to its peers, or None."""
         return self.sync.kept(step)
 
+    def received_results(self, step: int) -> list:
+        """The verified results of `step` this client holds, for a peer that missed some."""
+        return list(self.results.get(step, {}).values())
+
     def fetched(self, step: int, s: AppliedSet = None, peer: str = None) -> list[Action]:
         """A peer's applied set for `step` (FetchApplied); None: no peer held it."""
         verified = self._verify(s) if s is not None else None
         acts = self.sync.fetched(step, s, peer, verified) + self._advance()
         me = self.my_index()
-        if me is not None and self.state.run_state == RunState.RoundTrain:
+        if (me is not None and self.state.run_state == RunState.RoundTrain
+                and self.my_phase().trains):
             acts += self._train(me)
         return acts + self.sync.check() + self._witness()
 
@@ -370,7 +388,7 @@ class ClientStateMachine:
         if st is None or st.run_state not in (RunState.RoundTrain, RunState.RoundWitness):
             return []
         me, step = self.my_index(), st.step
-        if me is None or step in self.witness_sent:
+        if me is None or step in self.witness_sent or not st.clients[me].phase.trains:
             return []
         if not RoundCommittee(st.current_round, st.config.witness_nodes, 0).is_witness(me):
             return []
@@ -384,8 +402,13 @@ class ClientStateMachine:
             if mine is not None and step not in self.trained_steps:
                 return []
             prev = st.round_back(1)
-            if prev is not None and prev.participants >> me & 1 and not self._have_all(step - 1):
-                return []  # (a joiner's first round: it saw only part of the one before)
+            if prev is not None and not self._have_all(step - 1):
+                if not prev.participants >> me & 1 and step - 1 not in self.results_asked:
+                    # its first round: it joined while the one before ran, and saw only part
+                    # of it; as a witness it vouches for that round's results: ask the peers
+                    self.results_asked.add(step - 1)
+                    return [FetchResults(step - 1)]
+                return []
             if not self._have_all(step):
                 return []  # every trainer of this round must be done before the round ends
         self.witness_sent.add(step)

@@ -145,6 +145,8 @@ class Sync:
     def base_ready(self, step: int, digest: bytes) -> list[Action]:
         self.base_loading = False
         self.base = (step, digest)
+        if self.phase() not in (ClientPhase.Queued, ClientPhase.Syncing):
+            return []  # an epoch began meanwhile: its model (Prepare) is the one to follow
         self.line = ModelLine(step, digest, "snapshot")
         self.given_up.clear()
         self.wait_snapshot = None
@@ -202,8 +204,8 @@ class Sync:
                     and not self.base_loading):
                 # a newer snapshot: replay from it instead of the old base
                 self.base, self.line = None, None
-            if self.line is None:
-                acts += self._load_base()
+            if self.line is None and not self.base_loading:
+                acts += self._back_to_base()  # the kept base, else a download
             acts += self._synced()
         elif phase in (ClientPhase.WarmingUp, ClientPhase.Active):
             acts += self._lagging()

@@ -5,6 +5,10 @@ ones it lacks.
 Protocol APPLIED_ALPN, a request/reply protocol of IrohNode:
     request  {"type": "applied", "step": S}            JSON, at most MAX_REQUEST bytes
     reply    {"set": {"step", "trained", "results"}}   or {"set": null}: not held
+    request  {"type": "received", "step": S}
+    reply    {"results": [...]}: the verified results of step S the peer holds, final or not
+The second serves a client that starts taking part in rounds (a synced joiner) and missed
+results of the round before its first: as an elected witness it must vouch for them.
 The results travel whole (TrainingResult.to_json, payload included): a set is one step's few
 results. The asker checks every result's commitment and signature (AppliedSet.from_json); the
 state machine then checks the set against the round's witnesses when that round is still in
@@ -16,6 +20,7 @@ import logging
 import random
 
 from ..client.applied import AppliedSet
+from ..client.results import TrainingResult
 from .errors import BadRequest, P2PError
 
 APPLIED_ALPN = b"psyche/applied/1"
@@ -28,9 +33,11 @@ logger = logging.getLogger(__name__)
 class AppliedSharing:
     """Serves `lookup(step) -> AppliedSet | None` on `node` (register before node.start())."""
 
-    def __init__(self, node, lookup=None):
+    def __init__(self, node, lookup=None, received=None):
+        """`received(step) -> [TrainingResult]`: the results of `step` this client holds."""
         self.node = node
         self.lookup = lookup or (lambda step: None)
+        self.received = received or (lambda step: [])
         node.serve(APPLIED_ALPN, self._answer, MAX_REQUEST)
 
     def _answer(self, request: bytes, peer: str) -> bytes:
@@ -38,16 +45,22 @@ class AppliedSharing:
             msg = json.loads(request)
         except ValueError:
             raise BadRequest("not JSON") from None
-        if not isinstance(msg, dict) or msg.get("type") != "applied":
-            raise BadRequest("this protocol answers {'type': 'applied', 'step': S}")
+        kind = msg.get("type") if isinstance(msg, dict) else None
+        if kind not in ("applied", "received"):
+            raise BadRequest("this protocol answers {'type': 'applied' or 'received', 'step': S}")
         step = msg.get("step")
         if type(step) is not int or step < 0:
             raise BadRequest(f"step must be a non-negative integer, not {step!r}")
+        if kind == "received":
+            return json.dumps({"results": [r.to_json() for r in self.received(step)]}).encode()
         s = self.lookup(step)
         return json.dumps({"set": s.to_json() if s is not None else None}).encode()
 
     async def fetch(self, peers, step, **kw):
         return await fetch_applied(self.node, peers, step, **kw)
+
+    async def fetch_received(self, peers, step, **kw):
+        return await fetch_received(self.node, peers, step, **kw)
 
 
 async def request_applied(node, peer, step: int, timeout=None):
@@ -85,3 +98,25 @@ async def fetch_applied(node, peers, step: int, exclude=(), attempts=3, retry_de
         if attempt + 1 < attempts:
             await asyncio.sleep(retry_delay)
     return None, None
+
+
+async def fetch_received(node, peers, step: int, request_timeout=10.0, log=None) -> list:
+    """Every checked result of `step` that any of `peers` holds (asked at once); the caller
+    still checks that each trainer was assigned its batch."""
+    log = log or logger.info
+
+    async def one(peer):
+        try:
+            raw = await node.request(peer, APPLIED_ALPN, json.dumps(
+                {"type": "received", "step": step}).encode(), MAX_REPLY, request_timeout)
+            got = json.loads(raw)["results"]
+            results = [TrainingResult.from_json(r) for r in got]
+        except (P2PError, ValueError, KeyError, TypeError) as e:
+            log(f"results of step {step}: none from {peer[:8]}: {e}")
+            return []
+        return [r for r in results if r.step == step and not r.check()]
+    found = {}
+    for results in await asyncio.gather(*(one(p) for p in peers)):
+        for r in results:
+            found.setdefault(r.commitment, r)
+    return list(found.values())

@@ -132,3 +132,89 @@ class ChunkedDCT:
         # x[y, i, x, j] = sum_{a,b} D_h[a, i] c[y, x, a, b] D_w[b, j]
         x = torch.einsum("yxab,ai,bj->yixj", t, dh, dw)
         return x.reshape(self.shape)
+
+
+# ----- the consensus decode: the sign of the inverse DCT, the same bits on every device -----
+#
+# float64 holds every integer of magnitude <= 2**53 exactly, so a matrix product of integers whose
+# sums of |terms| stay within 2**53 is exact whatever the summation order, blocking, FMA use,
+# thread count, BLAS or device. The decode below rounds the coefficients and the basis to such
+# integers (a power-of-two scale per row, then per column; scales by powers of two are exact and
+# positive, so they keep signs) and takes the sign of an exact result.
+
+EXACT_INTEGER_BITS = 53
+
+
+def pow2(k: torch.Tensor) -> torch.Tensor:
+    """``2.0 ** k`` as float64 for integer ``k``, built from the exponent bits (exact, no libm)."""
+    k = k.to(torch.int64)
+    if k.numel() and (int(k.min()) < -1022 or int(k.max()) > 1023):
+        raise ValueError("power of two outside float64's normal range")
+    return ((k + 1023) << 52).view(torch.float64)
+
+
+def fixed_point_bits(n: int) -> tuple[int, int]:
+    """(basis bits, data bits) for a product that sums ``n`` terms: n * 2**(basis+data) <= 2**53."""
+    budget = EXACT_INTEGER_BITS - (n - 1).bit_length()
+    return budget // 2, budget - budget // 2
+
+
+def scaled_basis(n: int) -> list[list[float]]:
+    """The DCT-II matrix times 2**(basis_bits - e), e the smallest integer with sqrt(2/n) <= 2**e
+    (every |entry| is at most sqrt(2/n)), from Python's ``math.cos``: entries <= 2**basis_bits."""
+    bits, _ = fixed_point_bits(n)
+    e = 0
+    while n * 4.0 ** (e - 1) >= 2:  # sqrt(2/n) <= 2**(e-1) still holds
+        e -= 1
+    while n * 4.0 ** e < 2:
+        e += 1
+    scale = 2.0 ** (bits - e)
+    return [[(math.sqrt(1.0 / n) if k == 0 else
+              math.sqrt(2.0 / n) * math.cos(math.pi * (2 * i + 1) * k / (2 * n))) * scale
+             for i in range(n)] for k in range(n)]
+
+
+@lru_cache(maxsize=None)
+def fixed_point_basis(n: int) -> torch.Tensor:
+    """``scaled_basis(n)`` rounded to integers (float64). The grid is far coarser than libm's last
+    bit and no entry lies near a rounding tie (tests/training/test_apply_determinism.py), so
+    every machine gets the same integers."""
+    return torch.tensor(scaled_basis(n), dtype=torch.float64).round()
+
+
+def _to_fixed_point(x: torch.Tensor, dim: int, bits: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Round ``x`` (float64) to integers of magnitude <= 2**bits, scaled by a power of two per
+    slice along ``dim`` (from that slice's largest |x|). Returns (integers, each slice's exponent
+    E with x ~ integers * 2**(E - bits)). A scale outside float64's range raises ValueError."""
+    peak = x.abs().amax(dim=dim, keepdim=True)
+    if not bool(torch.isfinite(peak).all()):
+        raise ValueError("non-finite coefficient")
+    _, e = torch.frexp(peak)  # |x| <= peak < 2**e (peak 0 -> e = 0)
+    return torch.round(x * pow2(bits - e)), e
+
+
+def decode_sign(t: "ChunkedDCT", c: torch.Tensor) -> torch.Tensor:
+    """``sign(t.decode(c))`` as int8 on the CPU, computed the same way on every machine.
+
+    The coefficients are rounded to fixed point per row (data bits of the width's product), the
+    first product with the integer basis is exact; its output is rounded again per column for the
+    second product, which is exact too. The relative rounding is about 2**-23 of each row's or
+    column's largest value for 64-wide chunks, about float32's precision; only the sign is kept.
+    Values from float32, bfloat16 or float16 results (and their means) never reach the range
+    limits; coefficients whose scales differ by more than float64's exponent range raise
+    ValueError rather than lose exactness."""
+    if tuple(c.shape) != (t.nchunks, t.totalk):
+        raise ValueError(f"decode_sign: expected coefficients {(t.nchunks, t.totalk)}, "
+                         f"got {tuple(c.shape)}")
+    (h, w), (ty, tx) = t.chunk, t.tiles
+    x = c.detach().to(device="cpu", dtype=torch.float64).reshape(ty, tx, h, w)
+    try:
+        rows, row_exp = _to_fixed_point(x, 3, fixed_point_bits(w)[1])
+        # u[y,x,a,j] = sum_b c[y,x,a,b] D_w[b,j]: exact; then the rows back on one scale, exact
+        u = torch.matmul(rows, fixed_point_basis(w))
+        u = u * pow2(row_exp - row_exp.amax(dim=2, keepdim=True))
+        cols, _ = _to_fixed_point(u, 2, fixed_point_bits(h)[1])
+    except ValueError as err:
+        raise ValueError(f"decode_sign: {err}") from None
+    q = torch.matmul(fixed_point_basis(h).T, cols)  # q[y,x,i,j] = sum_a D_h[a,i] u[..,a,j], exact
+    return torch.sign(q).to(torch.int8).permute(0, 2, 1, 3).reshape(t.shape)

@@ -22,15 +22,18 @@ Per parameter ``p`` with momentum buffer ``delta`` (zeros at start):
 
 The two halves are separate calls, so a client can apply round h's results while it trains round
 h+1 (Psyche's one-step-delayed pipeline). Every client that applies the same set of results ends
-with bit-identical parameters: results are sorted by their key before aggregation, indices are
-unique within each chunk, sums and counts are taken in ``agg_dtype`` (float64 by default) and the
-update is a sign, so the arrival order does not matter (on the same hardware and torch build).
+with bit-identical parameters, whatever the arrival order, thread count or device: ``M`` is built
+on the CPU from the results sorted by key (indices are unique within each chunk, so each sum is a
+fixed sequence of additions in ``agg_dtype``, float64 by default), and ``sign(Q)`` is computed on
+the CPU in exact fixed-point arithmetic (``dct.decode_sign``); only the sign goes to the
+parameter's device.
 
 Deviations from the reference, all deliberate (see README.md):
 - weight decay is applied in ``apply_results`` (a function of the consensus only) instead of in
   ``generate`` on each trainer, so a client with no batch this round decays exactly like the rest;
 - ``delta`` is kept in ``state_dtype`` (float32 by default; the reference keeps it in the param
-  dtype) and aggregation + inverse DCT run in float64, not in the param dtype;
+  dtype), aggregation runs in float64 and the inverse DCT in exact fixed point (about float32's
+  precision, the same bits everywhere), not in the param dtype;
 - top-k indices are sent sorted by index, not by magnitude (same set, canonical order);
 - the optional lookahead (Psyche's ``error_correction``) saves and restores the parameters exactly
   rather than subtracting and re-adding ``prev_lr * sign(delta)`` (which is not bit-exact).
@@ -43,7 +46,7 @@ from typing import Iterable, Sequence
 
 import torch
 
-from .dct import ChunkedDCT, as_2d_shape
+from .dct import ChunkedDCT, as_2d_shape, decode_sign
 
 FLOAT_VALUE_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
@@ -132,7 +135,8 @@ class DistroOptimizer:
                  max_grad_norm: float | None = None, lookahead: bool = False):
         """``value_dtype``: dtype of the values sent when not 1-bit (None: the param's dtype).
         ``state_dtype``: dtype of ``delta`` (None: the param's dtype, as the reference).
-        ``agg_dtype``: dtype of the aggregation sums and the inverse DCT in ``apply_results``.
+        ``agg_dtype``: dtype of the aggregation sums in ``apply_results`` (the inverse DCT is
+        exact fixed point whatever it is).
         ``max_grad_norm``: clip the global grad norm in ``compress_step`` (reference: clip 1.0).
         ``lookahead``: keep sign(delta) for ``apply_lookahead`` (Psyche's error_correction)."""
         self.params = [p for p in params]
@@ -245,23 +249,30 @@ class DistroOptimizer:
         for a, b in zip(ordered, ordered[1:]):
             if a.key == b.key:
                 raise ValueError("two results with the same key")
-        for i, (p, t) in enumerate(zip(self.params, self.transforms)):
-            s = torch.zeros(t.nchunks, t.totalk, dtype=self.agg_dtype, device=p.device)
-            n = torch.zeros(t.nchunks, t.totalk, dtype=torch.int32, device=p.device)
-            ones = None
-            for r in ordered:
-                sp = r.params[i]
-                idx = sp.indices.to(p.device)
-                s.scatter_add_(1, idx, sp.dense_values(self.agg_dtype).to(p.device))
-                if ones is None:
-                    ones = torch.ones(idx.shape, dtype=torch.int32, device=p.device)
-                n.scatter_add_(1, idx, ones)
-            mean = s / n.clamp_min(1).to(self.agg_dtype)
-            del s, n
-            update = torch.sign(t.decode(mean)).to(p.dtype)
+        # Every sign first (int8, CPU: 1 B per element), so a ValueError changes nothing.
+        signs = [decode_sign(t, self._consensus_mean(ordered, i, t))
+                 for i, t in enumerate(self.transforms)]
+        for p, sign in zip(self.params, signs):
             if self.weight_decay != 0.0:
                 p.mul_(1.0 - lr * self.weight_decay)
-            p.add_(update, alpha=-lr)
+            p.add_(sign.to(device=p.device, dtype=p.dtype), alpha=-lr)
+
+    def _consensus_mean(self, ordered: Sequence[PeerResult], i: int,
+                        t: ChunkedDCT) -> torch.Tensor:
+        """Parameter ``i``'s mean over the pickers, on the CPU whatever the parameter's device:
+        one addition per picked coefficient and result, in key order (indices are unique per
+        chunk, so a scatter never adds twice into one place), then one division."""
+        s = torch.zeros(t.nchunks, t.totalk, dtype=self.agg_dtype)
+        n = torch.zeros(t.nchunks, t.totalk, dtype=torch.int32)
+        ones = None
+        for r in ordered:
+            sp = r.params[i]
+            idx = sp.indices.to("cpu")
+            s.scatter_add_(1, idx, sp.dense_values(self.agg_dtype).to("cpu"))
+            if ones is None:
+                ones = torch.ones(idx.shape, dtype=torch.int32)
+            n.scatter_add_(1, idx, ones)
+        return s / n.clamp_min(1).to(self.agg_dtype)
 
     # ----- optional lookahead (Psyche's error_correction) -----
 

@@ -17,6 +17,7 @@ from psyche_client.identity import Identity  # noqa: E402
 from psyche_client.p2p.applied_sharing import (  # noqa: E402
     AppliedSharing,
     fetch_applied,
+    fetch_received,
     request_applied,
 )
 from psyche_client.p2p.errors import RequestError  # noqa: E402
@@ -35,10 +36,13 @@ def a_set(step):
     return AppliedSet(step, True, (result(0, step, 0), result(1, step, 2)))
 
 
-async def network(held):
-    """Peers p0.. each serving the sets in held[i] ({step: AppliedSet}), and an asker."""
+async def network(held, received=None):
+    """Peers p0.. each serving the sets in held[i] ({step: AppliedSet}) and the results in
+    received[i] ({step: [TrainingResult]}), and an asker."""
+    received = received or [{} for _ in held]
     nodes = [IrohNode(f"p{i}", timeout=10) for i in range(len(held))]
-    sharings = [AppliedSharing(node, sets.get) for node, sets in zip(nodes, held)]
+    sharings = [AppliedSharing(node, sets.get, lambda step, r=r: r.get(step, []))
+                for node, sets, r in zip(nodes, held, received)]
     asker = IrohNode("asker", timeout=10)
     addrs = {f"p{i}": await node.start() for i, node in enumerate(nodes)}
     addrs["asker"] = await asker.start()
@@ -93,3 +97,18 @@ def test_applied_set_json_checks():
     twice = dict(s.to_json(), results=[s.results[0].to_json()] * 2)
     with pytest.raises(ValueError, match="twice"):
         AppliedSet.from_json(twice, 3)
+
+
+def test_a_joiner_gets_the_results_its_peers_received():
+    a, b = result(0, 4, 0), result(1, 4, 2)
+    forged = dataclasses.replace(result(2, 4, 4), payload=b"changed")
+
+    async def go():
+        nodes, _, asker = await network([{}, {}], [{4: [a]}, {4: [a, b, forged]}])
+        try:
+            got = await fetch_received(asker, ["p0", "p1", "nobody"], 4)
+            assert sorted(got, key=lambda r: r.batch) == [a, b]  # merged, forged one left out
+            assert await fetch_received(asker, ["p0"], 5) == []
+        finally:
+            await asyncio.gather(*(n.close() for n in nodes + [asker]))
+    asyncio.run(asyncio.wait_for(go(), 60))
