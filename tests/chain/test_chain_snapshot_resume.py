@@ -11,6 +11,8 @@ The new clients start after the pause: a paused run has no clock to lose."""
 import asyncio
 import itertools
 import os
+import subprocess
+import sys
 import time
 import tomllib
 
@@ -35,6 +37,16 @@ ZERO = bytes(32)
 # round may already see a snapshot recorded in the new epoch).
 STARTED = (RunState.Warmup, RunState.RoundTrain)
 _buckets = itertools.count()
+# a chain client process that imports what it needs (torch, the model code: tens of seconds on
+# a loaded machine), then waits for a line on stdin before it runs the `train` command
+HELD_CHAIN_CLIENT = """
+import sys
+from psyche_client.cli.solana_client import main
+from psyche_client.training.model import load_model_code
+load_model_code()
+sys.stdin.readline()
+main()
+"""
 
 
 class ChainObserver:
@@ -65,9 +77,11 @@ class ChainObserver:
         return asyncio.run(go())
 
 
-def create_chain_run(localnet, tmp_path, data_dir, s3_server, monkeypatch, run_id):
+def create_chain_run(localnet, tmp_path, data_dir, s3_server, monkeypatch, run_id,
+                     write=write_run):
     """The run made with the CLI, its store a fresh public-read bucket (the client processes get
-    the write credentials through the environment): (state.toml, bucket url, owner keypair)."""
+    the write credentials through the environment): (state.toml, bucket url, owner keypair).
+    `write(tmp, data, bucket, endpoint)` writes the run's state.toml."""
     from psyche_client.snapshots import open_store
     name = f"{run_id}-{os.getpid()}-{next(_buckets)}"
     open_store(f"s3://{name}", endpoint=s3_server.endpoint, credentials=s3_server.credentials,
@@ -75,7 +89,7 @@ def create_chain_run(localnet, tmp_path, data_dir, s3_server, monkeypatch, run_i
     bucket = f"s3://{name}/run"
     monkeypatch.setenv("PSYCHE_S3_ACCESS_KEY", s3_server.access_key)
     monkeypatch.setenv("PSYCHE_S3_SECRET_KEY", s3_server.secret_key)
-    state = write_run(tmp_path, data_dir, bucket, s3_server.endpoint)
+    state = write(tmp_path, data_dir, bucket, s3_server.endpoint)
     tables = tomllib.loads(state.read_text())
     tables["run_id"] = run_id
     state.write_text(tomli_w.dumps(tables))
@@ -84,14 +98,18 @@ def create_chain_run(localnet, tmp_path, data_dir, s3_server, monkeypatch, run_i
     return state, bucket, owner
 
 
-def start_chain_client(localnet, tmp_path, run_id, state, metrics_file, n):
-    """Client n's `train` process, with a funded keypair of its own: (keypair path, Proc)."""
+def start_chain_client(localnet, tmp_path, run_id, state, metrics_file, n, held=False):
+    """Client n's `train` process, with a funded keypair of its own: (keypair path, Proc).
+    `held`: it starts now but joins only on its release(), so that its start-up, slow on a
+    loaded machine, is not counted in a run's time."""
     key = keypair(tmp_path, f"client-{n}", localnet, sol=10)
+    start = [sys.executable, "-u", "-c", HELD_CHAIN_CLIENT] if held else CLI
     return key, Proc(f"client-{n}", [
-        *CLI, "train", "--rpc", localnet.rpc_url, "--ws", localnet.ws_url,
+        *start, "train", "--rpc", localnet.rpc_url, "--ws", localnet.ws_url,
         "--keypair", str(key), "--run-id", run_id, "--run-spec", str(state),
         "--peer-dir", str(tmp_path / "peers"), "--torch-threads", "1",
-        "--micro-batch-size", "4", "--metrics-file", str(metrics_file)])
+        "--micro-batch-size", "4", "--metrics-file", str(metrics_file)],
+        subprocess.PIPE if held else None)
 
 
 def pause_after_epoch_0(localnet, obs, owner, run_id):
