@@ -5,8 +5,9 @@ A tiny Llama trains epoch 0 on the chain; its Cooldown snapshot is uploaded to a
 and recorded by the program (which ends the Cooldown). In the WaitingForMembers that follows the
 chain is killed, and so is every client: the account still lists them, joined for epoch 1.
 Nobody on a chain can withdraw them but themselves, so epoch 1 starts with them (the CLI's tick,
-sent before any new client can join), finds no witness and withdraws them; the epoch after it
-has nobody who holds the model and announces the recorded snapshot (Stored). New client
+sent before any new client can join); its Warmup times out without their warmup witnesses,
+drops them and goes back to waiting; the Warmup that follows has nobody who holds the model and
+announces the recorded snapshot (Stored). New client
 processes download it: their parameters hash to the recorded checkpoint.hash and their first
 held-out loss equals the last one before the kill."""
 
@@ -73,10 +74,11 @@ def test_localnet_killed_with_its_clients_resumes_from_the_snapshot(tmp_path, da
     state.write_text(tomli_w.dumps(tables))
     ledger = tmp_path / "ledger"
     metrics = {n: tmp_path / f"client-{n}.jsonl" for n in (1, 2, 3, 4)}
-    procs = {}
+    procs, signers = {}, {}
 
     def start(n, net):
         key = keypair(tmp_path, f"client-{n}", net, sol=10)
+        signers[n] = bytes(load_keypair(key).pubkey())
         procs[n] = Proc(f"client-{n}", [
             *CLI, "train", "--rpc", net.rpc_url, "--ws", net.ws_url,
             "--keypair", str(key), "--run-id", RUN_ID, "--run-spec", str(state),
@@ -117,8 +119,10 @@ def test_localnet_killed_with_its_clients_resumes_from_the_snapshot(tmp_path, da
             assert dead.run_state == RunState.Warmup and dead.step == saved.step
             start(3, net)
             start(4, net)
-            started = chain_state(net, owner, lambda s: s.epoch >= 2
-                                  and s.run_state in STARTED, 900, "the epoch of the new clients")
+            new = {signers[3], signers[4]}
+            started = chain_state(net, owner, lambda s: s.run_state in STARTED
+                                  and new <= {c.signer for c in s.clients}, 900,
+                                  "the epoch of the new clients")
             trained = chain_state(net, owner, lambda s: s.param_step >= started.step + 3, 900,
                                   "rounds of the new clients agreed by the witnesses")
     finally:
