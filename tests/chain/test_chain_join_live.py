@@ -22,6 +22,7 @@ from tests.chain.test_chain_snapshot_resume import (
     create_chain_run,
     start_chain_client,
 )
+from tests.integration.harness import stop_keeping_logs
 from tests.integration.test_join_live import INTERVAL
 from tests.integration.test_join_live import write_run as write_join_run
 from tests.integration.test_training import applied_params, read_metrics
@@ -93,11 +94,7 @@ def test_a_stranger_joins_mid_epoch_and_trains_within_it_on_chain(localnet, tmp_
         end = obs.wait(applied_from_joiner, 900, "a result of the first joiner to be applied")
         procs[first].wait_line(r"\[SYNC\] Sync complete", 60)
     finally:
-        for p in procs.values():
-            p.stop()
-        for n, p in procs.items():
-            (tmp_path / f"{n}-{p.name}.log").write_text("\n".join(p.lines) + "\n")
-            print(f"== {p.name}\n{p.output()}")  # shown by pytest only when the test fails
+        stop_keeping_logs(procs, tmp_path)
 
     assert end.epoch == 0, "the joiner's result was not applied within the epoch it joined"
     history = [s for s in obs.history if s.epoch == 0]

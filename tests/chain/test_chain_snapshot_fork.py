@@ -21,6 +21,7 @@ from tests.chain.test_chain_snapshot_resume import (
     pause_after_epoch_0,
     start_chain_client,
 )
+from tests.integration.harness import stop_keeping_logs
 from tests.integration.test_training import applied_params, read_metrics
 
 pytest.importorskip("torch")
@@ -57,11 +58,7 @@ def test_incumbents_and_a_new_client_resume_together_on_chain(localnet, tmp_path
                  and s.param_step > paused.param_step, 900,
                  "5 rounds of epoch 1, agreed by the witnesses")
     finally:
-        for p in procs.values():
-            p.stop()
-        for n, p in procs.items():
-            (tmp_path / f"{n}-{p.name}.log").write_text("\n".join(p.lines) + "\n")
-            print(f"== {p.name}\n{p.output()}")  # shown by pytest only when the test fails
+        stop_keeping_logs(procs, tmp_path)
 
     rec = paused.checkpoint
     assert rec.hash != ZERO and rec.hash == paused.param_hash and rec.step == paused.param_step

@@ -9,8 +9,6 @@ recorded snapshot); waiting_for_members_extra_time keeps that phase open long en
 The new clients start after the pause: a paused run has no clock to lose."""
 
 import asyncio
-import itertools
-import os
 import subprocess
 import sys
 import time
@@ -24,7 +22,7 @@ from psyche_client.chain.keys import load_keypair
 from psyche_client.chain.program import Coordinator
 from psyche_coordinator_core import CheckpointKind, ClientState, RunState
 from tests.chain.test_chain_e2e import CLI, cli, keypair
-from tests.integration.harness import Proc
+from tests.integration.harness import Proc, public_bucket, stop_keeping_logs
 from tests.integration.test_snapshot_resume import write_run
 from tests.integration.test_training import applied_params, read_metrics
 
@@ -36,7 +34,6 @@ ZERO = bytes(32)
 # The first state of an epoch: its checkpoint is the announced one (a poll that first sees a later
 # round may already see a snapshot recorded in the new epoch).
 STARTED = (RunState.Warmup, RunState.RoundTrain)
-_buckets = itertools.count()
 # a chain client process that imports what it needs (torch, the model code: tens of seconds on
 # a loaded machine), then waits for a line on stdin before it runs the `train` command
 HELD_CHAIN_CLIENT = """
@@ -82,13 +79,7 @@ def create_chain_run(localnet, tmp_path, data_dir, s3_server, monkeypatch, run_i
     """The run made with the CLI, its store a fresh public-read bucket (the client processes get
     the write credentials through the environment): (state.toml, bucket url, owner keypair).
     `write(tmp, data, bucket, endpoint)` writes the run's state.toml."""
-    from psyche_client.snapshots import open_store
-    name = f"{run_id}-{os.getpid()}-{next(_buckets)}"
-    open_store(f"s3://{name}", endpoint=s3_server.endpoint, credentials=s3_server.credentials,
-               progress=False).create_bucket(public_read=True)
-    bucket = f"s3://{name}/run"
-    monkeypatch.setenv("PSYCHE_S3_ACCESS_KEY", s3_server.access_key)
-    monkeypatch.setenv("PSYCHE_S3_SECRET_KEY", s3_server.secret_key)
+    bucket = public_bucket(s3_server, monkeypatch, run_id)
     state = write(tmp_path, data_dir, bucket, s3_server.endpoint)
     tables = tomllib.loads(state.read_text())
     tables["run_id"] = run_id
@@ -153,11 +144,7 @@ def test_new_clients_resume_from_the_recorded_snapshot_on_chain(localnet, tmp_pa
         obs.wait(lambda s: s.epoch == 1 and s.step >= started.step + 4, 900,
                  "4 rounds of epoch 1")
     finally:
-        for p in procs.values():
-            p.stop()
-        for n, p in procs.items():
-            (tmp_path / f"{n}-{p.name}.log").write_text("\n".join(p.lines) + "\n")
-            print(f"== {p.name}\n{p.output()}")  # shown by pytest only when the test fails
+        stop_keeping_logs(procs, tmp_path)
 
     rec = paused.checkpoint
     assert rec.hash != ZERO and rec.hash == paused.param_hash and rec.step == paused.param_step

@@ -12,8 +12,6 @@ processes download it: their parameters hash to the recorded checkpoint.hash and
 held-out loss equals the last one before the kill."""
 
 import asyncio
-import itertools
-import os
 import signal
 import time
 import tomllib
@@ -28,7 +26,7 @@ from psyche_coordinator_core import CheckpointKind, RunState
 from tests.chain.localnet import start_localnet
 from tests.chain.test_chain_e2e import CLI, cli, keypair
 from tests.chain.test_chain_snapshot_resume import STARTED
-from tests.integration.harness import Proc
+from tests.integration.harness import Proc, public_bucket, stop_keeping_logs
 from tests.integration.test_server_killed_resume import write_run
 from tests.integration.test_training import applied_params, read_metrics
 
@@ -37,7 +35,6 @@ pytest.importorskip("boto3")
 pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.timeout(1500)]
 RUN_ID = "killed-chain"
 ZERO = bytes(32)
-_buckets = itertools.count()
 
 
 def chain_state(net, payer, predicate=lambda s: True, timeout=60, what="a state"):
@@ -61,13 +58,8 @@ def chain_state(net, payer, predicate=lambda s: True, timeout=60, what="a state"
 
 def test_localnet_killed_with_its_clients_resumes_from_the_snapshot(tmp_path, data_dir,
                                                                     s3_server, monkeypatch):
-    from psyche_client.snapshots import open_store
-    name = f"killed-chain-{os.getpid()}-{next(_buckets)}"
-    open_store(f"s3://{name}", endpoint=s3_server.endpoint, credentials=s3_server.credentials,
-               progress=False).create_bucket(public_read=True)
-    monkeypatch.setenv("PSYCHE_S3_ACCESS_KEY", s3_server.access_key)
-    monkeypatch.setenv("PSYCHE_S3_SECRET_KEY", s3_server.secret_key)
-    state = write_run(tmp_path / "state.toml", data_dir, f"s3://{name}/run", s3_server.endpoint)
+    bucket = public_bucket(s3_server, monkeypatch, "killed-chain")
+    state = write_run(tmp_path / "state.toml", data_dir, bucket, s3_server.endpoint)
     tables = tomllib.loads(state.read_text())
     tables["run_id"] = RUN_ID
     tables["config"]["cooldown_time"] = 15  # the epoch of the dead clients waits it out
@@ -126,11 +118,7 @@ def test_localnet_killed_with_its_clients_resumes_from_the_snapshot(tmp_path, da
             trained = chain_state(net, owner, lambda s: s.param_step >= started.step + 3, 900,
                                   "rounds of the new clients agreed by the witnesses")
     finally:
-        for p in procs.values():
-            p.stop()
-        for n, p in procs.items():
-            (tmp_path / f"{n}-{p.name}.log").write_text("\n".join(p.lines) + "\n")
-            print(f"== {p.name}\n{p.output()}")  # shown by pytest only when the test fails
+        stop_keeping_logs(procs, tmp_path)
 
     assert started.checkpoint.kind == CheckpointKind.Stored
     assert (started.checkpoint.repo, started.checkpoint.hash) == (ck.repo, ck.hash)

@@ -1,6 +1,7 @@
 """Real processes on loopback: a server, clients, and an observer that watches states."""
 
 import asyncio
+import itertools
 import os
 import re
 import signal
@@ -91,6 +92,32 @@ class Proc:
                 self.p.wait(10)
             except subprocess.TimeoutExpired:
                 self.p.kill()
+
+
+_buckets = itertools.count()
+
+
+def public_bucket(s3_server, monkeypatch, name: str, prefix: str = "run") -> str:
+    """A fresh public-read bucket <name>-<pid>-<n> on the session's S3 server (clients download
+    anonymously); the client processes get the write credentials through the environment.
+    Returns the run's store URL, s3://<bucket>/<prefix>."""
+    from psyche_client.snapshots import open_store
+    bucket = f"{name}-{os.getpid()}-{next(_buckets)}"
+    open_store(f"s3://{bucket}", endpoint=s3_server.endpoint, credentials=s3_server.credentials,
+               progress=False).create_bucket(public_read=True)
+    monkeypatch.setenv("PSYCHE_S3_ACCESS_KEY", s3_server.access_key)
+    monkeypatch.setenv("PSYCHE_S3_SECRET_KEY", s3_server.secret_key)
+    return f"s3://{bucket}/{prefix}"
+
+
+def stop_keeping_logs(procs: dict, tmp: Path) -> None:
+    """Stop every process of {key: Proc}, write each one's whole output to tmp/<key>-<name>.log
+    and print its tail (pytest shows it only when the test fails)."""
+    for p in procs.values():
+        p.stop()
+    for n, p in procs.items():
+        (tmp / f"{n}-{p.name}.log").write_text("\n".join(p.lines) + "\n")
+        print(f"== {p.name}\n{p.output()}")
 
 
 class Cluster:

@@ -9,8 +9,6 @@ quorum's, warms up, turns Active and has a result applied, all within the epoch 
 Process starts are kept out of the run's clock: the joiners start held and are released once
 a snapshot is recorded and the run has moved past it."""
 
-import itertools
-import os
 from pathlib import Path
 
 import pytest
@@ -18,14 +16,13 @@ import tomli_w
 
 from psyche_coordinator_core import ClientPhase, ClientState, RunState
 
-from .harness import Cluster, Observer
+from .harness import Cluster, Observer, public_bucket
 from .test_training import applied_params, read_metrics
 
 pytest.importorskip("iroh")
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 INTERVAL = 8
 ZERO = bytes(32)
-BUCKETS = (f"{os.getpid()}-{k}" for k in itertools.count())
 PREFIX = "join-live"
 
 
@@ -53,14 +50,7 @@ def write_run(tmp: Path, data: Path, bucket: str, endpoint: str) -> Path:
 @pytest.fixture
 def bucket(s3_server, monkeypatch):
     """A fresh public-read bucket; the client processes get the write credentials (env)."""
-    from psyche_client.snapshots import open_store
-    name = f"join-live-{next(BUCKETS)}"
-    writer = open_store(f"s3://{name}", endpoint=s3_server.endpoint,
-                        credentials=s3_server.credentials, progress=False)
-    writer.create_bucket(public_read=True)
-    monkeypatch.setenv("PSYCHE_S3_ACCESS_KEY", s3_server.access_key)
-    monkeypatch.setenv("PSYCHE_S3_SECRET_KEY", s3_server.secret_key)
-    return f"s3://{name}/{PREFIX}"
+    return public_bucket(s3_server, monkeypatch, "join-live", PREFIX)
 
 
 def phase(st, signer):

@@ -13,8 +13,6 @@ to the recorded snapshot (Stored).
   hash to the recorded checkpoint.hash, and their first held-out loss equals the last one before
   the kill."""
 
-import itertools
-import os
 import socket
 import time
 from pathlib import Path
@@ -24,14 +22,13 @@ import tomli_w
 
 from psyche_coordinator_core import CheckpointKind, RunState
 
-from .harness import Cluster, Observer
+from .harness import Cluster, Observer, public_bucket
 from .test_training import read_metrics
 
 pytest.importorskip("torch")
 pytest.importorskip("boto3")
 pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.timeout(1200)]
 ZERO = bytes(32)
-BUCKETS = (f"{os.getpid()}-{k}" for k in itertools.count())
 
 
 def closed_port() -> int:
@@ -62,14 +59,7 @@ def write_run(path: Path, data: Path, bucket: str, endpoint: str) -> Path:
 @pytest.fixture
 def bucket(s3_server, monkeypatch):
     """A fresh public-read bucket; the client processes get the write credentials (env)."""
-    from psyche_client.snapshots import open_store
-    name = f"server-killed-{next(BUCKETS)}"
-    writer = open_store(f"s3://{name}", endpoint=s3_server.endpoint,
-                        credentials=s3_server.credentials, progress=False)
-    writer.create_bucket(public_read=True)
-    monkeypatch.setenv("PSYCHE_S3_ACCESS_KEY", s3_server.access_key)
-    monkeypatch.setenv("PSYCHE_S3_SECRET_KEY", s3_server.secret_key)
-    return f"s3://{name}/run"
+    return public_bucket(s3_server, monkeypatch, "server-killed", "run")
 
 
 class Run:

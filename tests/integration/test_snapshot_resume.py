@@ -15,9 +15,7 @@ early by the recorded snapshot); waiting_for_members_extra_time keeps that phase
 enough for it, so the run pauses with the parameters of the recorded snapshot. Process starts
 are kept out of the run's clock: the new clients start held."""
 
-import itertools
 import json
-import os
 import subprocess
 import sys
 import time
@@ -28,7 +26,7 @@ import tomli_w
 
 from psyche_coordinator_core import CheckpointKind, ClientState, RunState
 
-from .harness import Cluster, Observer
+from .harness import Cluster, Observer, public_bucket
 from .test_training import applied_params, read_metrics
 
 pytest.importorskip("torch")
@@ -36,7 +34,6 @@ pytest.importorskip("boto3")
 pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.timeout(1500)]
 INTERVAL = 3
 ZERO = bytes(32)
-BUCKETS = (f"{os.getpid()}-{k}" for k in itertools.count())
 PREFIX = "resume-run"  # keys no other test's bucket uses: the server's access log is shared
 
 
@@ -63,14 +60,7 @@ def write_run(tmp: Path, data: Path, bucket: str, endpoint: str, init_min_client
 @pytest.fixture
 def bucket(s3_server, monkeypatch):
     """A fresh public-read bucket; the client processes get the write credentials (env)."""
-    from psyche_client.snapshots import open_store
-    name = f"snapshot-e2e-{next(BUCKETS)}"
-    writer = open_store(f"s3://{name}", endpoint=s3_server.endpoint,
-                        credentials=s3_server.credentials, progress=False)
-    writer.create_bucket(public_read=True)
-    monkeypatch.setenv("PSYCHE_S3_ACCESS_KEY", s3_server.access_key)
-    monkeypatch.setenv("PSYCHE_S3_SECRET_KEY", s3_server.secret_key)
-    return f"s3://{name}/{PREFIX}"
+    return public_bucket(s3_server, monkeypatch, "snapshot-e2e", PREFIX)
 
 
 class Run:
