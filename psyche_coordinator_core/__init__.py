@@ -17,6 +17,7 @@ from .coordinator import (
     trainer_score,
 )
 from .errors import ConfigError, CoordinatorError
+from .points import Credit, Points, credit, pending_credit, ranked, with_unsettled
 from .state import (
     Checkpoint,
     CheckpointKind,
@@ -31,7 +32,8 @@ from .state import (
 )
 
 __all__ = [
-    "BatchId", "Checkpoint", "CheckpointKind", "Client", "ClientPhase", "ClientState", "Committee",
+    "BatchId", "Checkpoint", "Credit", "Points", "credit", "pending_credit", "ranked",
+    "with_unsettled", "CheckpointKind", "Client", "ClientPhase", "ClientState", "Committee",
     "ConfigError",
     "CoordinatorError", "CoordinatorState", "LayoutError", "OPERATIONS", "Round", "RoundCommittee",
     "RunConfig", "RunState", "STATE_SIZE", "Witness", "WitnessBloom", "apply", "assign_batches",

@@ -6,12 +6,12 @@ Fixed size, little-endian, every padding byte explicit and zero. Offsets (bytes)
                      epoch_start_data_index:u64 epoch:u32 step:u32 start_step:u32 last_step:u32
                      rounds_head:u32 clients_len:u16 pending_len:u16 run_state:u8 first_round:u8
                      pending_pause:u8 checkpoint_kind:u8 layout_version:u32
-  config   96..176   see CONFIG_FORMAT (CONFIG_FIELDS in order)
-  repo     176..304  checkpoint_repo[64] checkpoint_revision[64]
-  hashes   304..416  checkpoint_hash[32] param_hash[32] due_hash[32] checkpoint_step:u32
+  config   96..208   see CONFIG_FORMAT (CONFIG_FIELDS in order, then 4 zero bytes)
+  repo     208..336  checkpoint_repo[64] checkpoint_revision[64]
+  hashes   336..448  checkpoint_hash[32] param_hash[32] due_hash[32] checkpoint_step:u32
                      param_step:u32 due_step:u32 _pad[4]
-  clients  416..     [Client; 256]  signer[32] p2p_identity[32] state:u8 phase:u8 _pad[2]
-                                    since:u32   (72 each)
+  clients  448..     [Client; 256]  signer[32] p2p_identity[32] identity[32] state:u8 phase:u8
+                                    _pad[2] since:u32 presence:u64 sequences:u64   (120 each)
   pending            [Client; 256]
   rounds             [Round; 4]  height:u32 participant_count:u16 witnesses_len:u16
                      data_index:u64 random_seed:u64 participants[32] warming[32]
@@ -50,14 +50,15 @@ from .state import (
 )
 
 HEADER_FORMAT = "<32sQQQQIIIIIHHBBBBI"
-CONFIG_FORMAT = "<QQQQQQIIIHHHHHHHHBBBB"
+CONFIG_FORMAT = "<QQQQQQIIIHHHHHHHHBBBBQQQI4x"
 CONFIG_FIELDS = ("warmup_time", "cooldown_time", "max_round_train_time", "round_witness_time",
                  "epoch_time", "global_batch_size_warmup_tokens", "total_steps", "max_seq_len",
                  "checkpoint_interval", "min_clients", "init_min_clients", "witness_nodes",
                  "global_batch_size_start", "global_batch_size_end", "max_clients",
                  "max_syncing", "kept_rounds", "verification_percent", "checkpointer_percent",
-                 "waiting_for_members_extra_time", "sync_warmup_rounds")
-CLIENT_FORMAT = "<32s32sBBxxI"
+                 "waiting_for_members_extra_time", "sync_warmup_rounds", "flops_per_token",
+                 "tokens_per_compute_point", "points_cap", "presence_points")
+CLIENT_FORMAT = "<32s32s32sBBxxIQQ"
 ROUND_HEAD_FORMAT = "<IHHQQ32s32s"
 WITNESS_HEAD_FORMAT = "<H6x32s32s"
 HASHES_FORMAT = "<32s32s32sIII4x"
@@ -77,9 +78,9 @@ PENDING_OFFSET = CLIENTS_OFFSET + MAX_CLIENTS * CLIENT_SIZE
 ROUNDS_OFFSET = PENDING_OFFSET + MAX_CLIENTS * CLIENT_SIZE
 STATE_SIZE = ROUNDS_OFFSET + NUM_STORED_ROUNDS * ROUND_SIZE
 
-assert (HEADER_SIZE, CONFIG_SIZE, CLIENT_SIZE, WITNESS_SIZE) == (96, 80, 72, 784)
-assert (REPO_OFFSET, HASHES_OFFSET, CLIENTS_OFFSET) == (176, 304, 416)
-assert ROUND_SIZE % 8 == 0 and STATE_SIZE == 137984
+assert (HEADER_SIZE, CONFIG_SIZE, CLIENT_SIZE, WITNESS_SIZE) == (96, 112, 120, 784)
+assert (REPO_OFFSET, HASHES_OFFSET, CLIENTS_OFFSET) == (208, 336, 448)
+assert ROUND_SIZE % 8 == 0 and STATE_SIZE == 162592
 
 
 class LayoutError(ValueError):
@@ -105,8 +106,8 @@ def encode_config(config: RunConfig) -> bytes:
 
 
 def _encode_client(c: Client) -> bytes:
-    return struct.pack(CLIENT_FORMAT, c.signer, c.p2p_identity, int(c.state), int(c.phase),
-                       c.since)
+    return struct.pack(CLIENT_FORMAT, c.signer, c.p2p_identity, c.identity, int(c.state),
+                       int(c.phase), c.since, c.presence, c.sequences)
 
 
 def _encode_witness(w: Witness) -> bytes:
@@ -150,10 +151,11 @@ def _decode_clients(data: bytes, offset: int, count: int) -> list:
         raise LayoutError(f"client count {count} > {MAX_CLIENTS}")
     out = []
     for i in range(count):
-        signer, p2p, state, phase, since = struct.unpack_from(CLIENT_FORMAT, data,
-                                                              offset + i * CLIENT_SIZE)
+        signer, p2p, identity, state, phase, since, presence, sequences = struct.unpack_from(
+            CLIENT_FORMAT, data, offset + i * CLIENT_SIZE)
         try:
-            out.append(Client(signer, p2p, ClientState(state), ClientPhase(phase), since))
+            out.append(Client(signer, p2p, ClientState(state), ClientPhase(phase), since,
+                              identity, presence, sequences))
         except ValueError as e:
             raise LayoutError(f"client {i}: {e}") from None
     return out

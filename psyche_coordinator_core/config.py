@@ -4,6 +4,7 @@ from dataclasses import asdict, dataclass, fields
 
 from .constants import (
     MAX_CLIENTS,
+    MAX_FLOPS_PER_TOKEN,
     MAX_SYNC_WARMUP_ROUNDS,
     MAX_TIME_SECONDS,
     MAX_WARMUP_TOKENS,
@@ -40,6 +41,11 @@ class RunConfig:
     max_syncing: int = 0  # clients syncing at once, the rest queue; 0: joins wait for next epoch
     kept_rounds: int = 64  # rounds of applied results every client keeps for syncing peers
     sync_warmup_rounds: int = 2  # rounds a synced client trains before its results are applied
+    # points (seed 002): presence per round present, compute per token trained and vouched for
+    flops_per_token: int = 0  # training FLOPs per token, from the model's shape (0: unknown)
+    tokens_per_compute_point: int = 1_000_000  # tokens trained and vouched that earn one point
+    points_cap: int = 0  # the most points one identity may earn in the run; 0 = no cap
+    presence_points: int = 1  # points for every round a client is present, in any phase
 
     def validate(self) -> "RunConfig":
         """Raise ConfigError for the first field out of range; return self when valid."""
@@ -88,6 +94,11 @@ class RunConfig:
              f"an integer in [checkpoint_interval, {U16}] = [{c}, {U16}]")
         need("sync_warmup_rounds", lambda v: 0 <= v <= MAX_SYNC_WARMUP_ROUNDS,
              f"an integer in [0, {MAX_SYNC_WARMUP_ROUNDS}]")
+        need("flops_per_token", lambda v: 0 <= v <= MAX_FLOPS_PER_TOKEN,
+             f"an integer in [0, {MAX_FLOPS_PER_TOKEN}] (0 = unknown)")
+        need("tokens_per_compute_point", lambda v: 1 <= v <= U64, f"an integer in [1, {U64}]")
+        need("points_cap", lambda v: 0 <= v <= U64, f"an integer in [0, {U64}] (0 = no cap)")
+        need("presence_points", lambda v: 0 <= v <= U32, f"an integer in [0, {U32}]")
         return self
 
     def to_dict(self) -> dict:

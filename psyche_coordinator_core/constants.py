@@ -13,8 +13,9 @@ ZERO_HASH = bytes(PARAM_HASH_LEN)
 # The account layout's version, stored in the state (offset 92). Bump it with any change to the
 # canonical bytes: a reader meeting another version stops instead of misreading the fields.
 # 1: the layout before the version existed (those 4 bytes were zero padding); 2: parameter hashes;
-# 3: client phases (join mid-epoch), the rounds' warming mask, the join settings.
-LAYOUT_VERSION = 3
+# 3: client phases (join mid-epoch), the rounds' warming mask, the join settings;
+# 4: points (each client's identity and unsettled presence and sequences, the points settings).
+LAYOUT_VERSION = 4
 MAX_SYNC_WARMUP_ROUNDS = 32  # the most rounds a synced client may warm up for
 
 # Witness bloom filters (pybloom-live, partitioned). capacity 256 and error rate 0.005 give
@@ -31,6 +32,11 @@ BLOOM_BYTES = 356  # 353 bytes of bits and 3 zero bytes, so witnesses stay 8-byt
 # Bounds that keep integer arithmetic inside u64 in the Rust mirror (no u128 on chain).
 MAX_WARMUP_TOKENS = 1 << 44
 MAX_TIME_SECONDS = 1 << 32  # any single duration in the config
+MAX_FLOPS_PER_TOKEN = 1 << 48  # 280 TFLOPs per token: a model of ~47 trillion parameters
+
+# Points: node keys that may act for one contributor identity (the chain's contributor account
+# holds their list; off chain each carries a delegation the identity signed).
+MAX_DELEGATES = 8
 
 # A witness quorum needs at least this many witnesses out of those elected.
 WITNESS_SALT = b"witness"

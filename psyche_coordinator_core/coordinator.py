@@ -23,6 +23,8 @@ from .constants import (
 )
 from .errors import CoordinatorError
 from .shuffle import sha256, u64_le
+
+U64 = (1 << 64) - 1
 from .state import (
     Checkpoint,
     CheckpointKind,
@@ -98,7 +100,8 @@ def _start_epoch(s: CoordinatorState, now: int) -> None:
         else:
             kind = CheckpointKind.Hub if s.checkpoint.repo else CheckpointKind.Dummy
         s.checkpoint = replace(s.checkpoint, kind=kind)
-    s.clients = [Client(c.signer, c.p2p_identity, since=s.step) for c in joining]
+    s.clients = [Client(c.signer, c.p2p_identity, since=s.step, identity=c.identity)
+                 for c in joining]
     s.rounds = [Round() for _ in s.rounds]
     s.rounds_head = 0
     s.first_round = True
@@ -168,8 +171,29 @@ def _withdraw_all(s: CoordinatorState) -> None:
                  for c in s.clients]
 
 
+def _credit_round(s: CoordinatorState) -> None:
+    """Points for the round that ends: presence for every healthy client in any phase (queued and
+    syncing included, seed 002), and compute for the sequences of the round before it whose
+    results this round's witnesses vouch for (a witness quorum received them; warming-up
+    trainers included). A slot holds them until they are settled into its identity's entry."""
+    cur = s.current_round
+    for i, c in enumerate(s.clients):
+        if c.state == ClientState.Healthy:
+            s.clients[i] = replace(c, presence=min(c.presence + 1, U64))
+    trained = s.round_back(1)
+    if trained is None or not s.round_trains(trained) or not cur.witnesses:
+        return
+    elected = expected_witnesses(s.config.witness_nodes, len(cur.participant_indices()))
+    quorum = witness_quorum(elected)
+    for index, batch in sorted(assign_batches(s.config, trained).items()):
+        c = s.clients[index]
+        if trainer_score(s, cur, c.signer) >= quorum:
+            s.clients[index] = replace(c, sequences=min(c.sequences + len(batch), U64))
+
+
 def _end_round(s: CoordinatorState, now: int) -> None:
     cfg, cur = s.config, s.current_round
+    _credit_round(s)
     s.first_round = False
     s.step += 1
     if not cur.witnesses:
@@ -222,7 +246,8 @@ def tick(s: CoordinatorState, now: int) -> None:
     _require_running(s)
     cfg, st = s.config, s.run_state
     if st == RunState.WaitingForMembers:
-        if (len(s.pending) >= cfg.init_min_clients
+        # the new epoch reuses the slots: the points they hold are settled first
+        if (len(s.pending) >= cfg.init_min_clients and not s.unsettled_count()
                 and _timed_out(s, now, cfg.waiting_for_members_extra_time)):
             _start_epoch(s, now)
     elif st == RunState.Warmup:
@@ -267,11 +292,15 @@ def _joins_mid_epoch(s: CoordinatorState, signer: bytes) -> bool:
     return i is None or s.clients[i].state != ClientState.Healthy
 
 
-def join(s: CoordinatorState, now: int, signer: bytes, p2p_identity: bytes) -> None:
+def join(s: CoordinatorState, now: int, signer: bytes, p2p_identity: bytes,
+         identity: bytes = None) -> None:
     """Join the run. During an epoch's Warmup or rounds (when max_syncing allows joins mid-epoch)
     a newcomer enters this epoch Queued and syncs when the queue lets it; otherwise, and for a
-    client of this epoch, the join is for the next epoch. One join covers one epoch."""
+    client of this epoch, the join is for the next epoch. One join covers one epoch.
+    `identity` is the contributor the client's points go to (default: the signer); the backend
+    has checked that the identity delegated to the signer."""
     signer, p2p_identity = _key(signer, "signer"), _key(p2p_identity, "p2p_identity")
+    identity = signer if identity is None else _key(identity, "identity")
     if s.run_state == RunState.Finished:
         raise CoordinatorError("RunFinished", "the run has finished")
     if s.pending_index(signer) is not None:
@@ -281,10 +310,17 @@ def join(s: CoordinatorState, now: int, signer: bytes, p2p_identity: bytes) -> N
         if s.member_count() >= s.config.global_batch_size_end:
             raise CoordinatorError("MoreClientsThanBatches",
                                    "more clients than sequences in a batch would leave some idle")
-        queued = Client(signer, p2p_identity, ClientState.Healthy, ClientPhase.Queued, s.step)
+        queued = Client(signer, p2p_identity, ClientState.Healthy, ClientPhase.Queued, s.step,
+                        identity)
         i = s.client_index(signer)
         if i is not None:
-            s.clients[i] = queued  # it left or was dropped this epoch: back at the queue's tail
+            # it left or was dropped this epoch: back at the queue's tail, in the same slot with
+            # the points it holds, which stay its old identity's
+            old = s.clients[i]
+            if old.unsettled and old.identity != identity:
+                raise CoordinatorError("PointsUnsettled", f"slot {i} holds points of another "
+                                       "identity: settle them before joining as a new one")
+            s.clients[i] = replace(queued, presence=old.presence, sequences=old.sequences)
         elif len(s.clients) >= MAX_CLIENTS:
             raise CoordinatorError("ClientsFull", f"{MAX_CLIENTS} clients in this epoch already")
         else:
@@ -296,7 +332,7 @@ def join(s: CoordinatorState, now: int, signer: bytes, p2p_identity: bytes) -> N
     if len(s.pending) >= s.config.global_batch_size_end:
         raise CoordinatorError("MoreClientsThanBatches",
                                "more clients than sequences in a batch would leave some idle")
-    s.pending.append(Client(signer, p2p_identity))
+    s.pending.append(Client(signer, p2p_identity, identity=identity))
 
 
 def withdraw(s: CoordinatorState, now: int, signer: bytes) -> None:
@@ -545,6 +581,19 @@ def checkpoint(s: CoordinatorState, now: int, signer: bytes, index: int, repo: s
         _end_epoch(s, now)  # the Cooldown's job is done
 
 
+def settle(s: CoordinatorState, now: int, index: int) -> None:
+    """Anyone moves the points a slot holds into its identity's ledger entry, which lives
+    outside this state (a per-contributor account on chain, the server's ledger): the backend
+    reads them first (`points.pending_credit`), credits them (`points.credit`) in the same
+    transaction, and the slot starts again from zero. Allowed in every run state."""
+    if type(index) is not int or not 0 <= index < len(s.clients):
+        raise CoordinatorError("InvalidClientIndex", f"no client at index {index!r}")
+    c = s.clients[index]
+    if not c.unsettled:
+        raise CoordinatorError("NothingToSettle", f"client {index} holds no unsettled points")
+    s.clients[index] = replace(c, presence=0, sequences=0)
+
+
 def pause(s: CoordinatorState, now: int) -> None:
     _require_running(s)
     if s.run_state.active:
@@ -570,6 +619,10 @@ def update(s: CoordinatorState, now: int, config: RunConfig = None,
     if config is not None:
         if not isinstance(config, RunConfig):
             raise CoordinatorError("InvalidOperation", "config must be a RunConfig")
+        if s.unsettled_count() and config != s.config:
+            # points are credited at the rates they were earned under
+            raise CoordinatorError("PointsUnsettled", f"{s.unsettled_count()} slots hold "
+                                   "unsettled points: settle them before changing the config")
         s.config = config.validate()
     if checkpoint is not None:
         s.checkpoint = _check_checkpoint(checkpoint)
@@ -585,6 +638,7 @@ OPERATIONS = {
     "checkpoint": checkpoint,
     "synced": synced,
     "resync": resync,
+    "settle": settle,
     "pause": pause,
     "resume": resume,
     "update": update,
@@ -602,8 +656,8 @@ def tick_deadline(s: CoordinatorState):
         RunState.Cooldown: cfg.cooldown_time,
     }
     if st == RunState.WaitingForMembers:
-        if len(s.pending) < cfg.init_min_clients:
-            return None
+        if len(s.pending) < cfg.init_min_clients or s.unsettled_count():
+            return None  # only joins (or settling the slots' points) can start the epoch
         duration = cfg.waiting_for_members_extra_time
     elif st in durations:
         if st == RunState.Warmup and (s.training_count() < cfg.min_clients or _warmup_ready(s)):

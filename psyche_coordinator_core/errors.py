@@ -32,6 +32,8 @@ class CoordinatorError(Exception):
         "RunFull",
         "WrongPhase",
         "SyncHashMismatch",
+        "PointsUnsettled",
+        "NothingToSettle",
     )
 
     def __init__(self, code: str, detail: str = ""):

@@ -10,11 +10,11 @@ from .errors import CoordinatorError
 from .state import Checkpoint, CheckpointKind
 
 HEX = re.compile(r"(?:[0-9a-f]{2})*")
-BYTES_ARGS = {"signer", "p2p_identity", "participant_bloom", "broadcast_bloom", "broadcast_merkle",
+BYTES_ARGS = {"signer", "p2p_identity", "identity", "participant_bloom", "broadcast_bloom", "broadcast_merkle",
               "param_hash"}
 ARGS = {
     "tick": set(),
-    "join": {"signer", "p2p_identity"},
+    "join": {"signer", "p2p_identity", "identity"},
     "withdraw": {"signer"},
     "warmup_witness": {"signer", "index"},
     "witness": {"signer", "index", "step", "participant_bloom", "broadcast_bloom",
@@ -23,11 +23,12 @@ ARGS = {
     "checkpoint": {"signer", "index", "repo", "revision", "step", "param_hash"},
     "synced": {"signer", "index", "step", "param_hash"},
     "resync": {"signer", "index"},
+    "settle": {"index"},
     "pause": set(),
     "resume": set(),
     "update": {"config", "checkpoint"},
 }
-OPTIONAL = {("checkpoint", "revision"), ("update", "config"), ("update", "checkpoint")}
+OPTIONAL = {("checkpoint", "revision"), ("join", "identity"), ("update", "config"), ("update", "checkpoint")}
 
 
 def checkpoint_to_json(ck: Checkpoint) -> dict:

@@ -79,6 +79,19 @@ class Client:
     state: ClientState = ClientState.Healthy
     phase: ClientPhase = ClientPhase.Active
     since: int = 0  # the step at which the current phase began
+    # the contributor its points go to: the signer itself, or an identity that delegated to it
+    identity: bytes = b""
+    # points earned in this slot and not yet settled into the identity's ledger entry
+    presence: int = 0  # rounds present (any phase)
+    sequences: int = 0  # sequences trained and vouched for by a witness quorum
+
+    def __post_init__(self):
+        if not self.identity:
+            object.__setattr__(self, "identity", self.signer)
+
+    @property
+    def unsettled(self) -> bool:
+        return bool(self.presence or self.sequences)
 
     def with_state(self, state: ClientState) -> "Client":
         return replace(self, state=state)
@@ -209,6 +222,10 @@ class CoordinatorState:
         """Clients in a sync phase (Syncing or WarmingUp): what max_syncing bounds."""
         return sum(1 for c in self.clients if c.state == ClientState.Healthy
                    and c.phase in (ClientPhase.Syncing, ClientPhase.WarmingUp))
+
+    def unsettled_count(self) -> int:
+        """Slots holding points not yet settled: a new epoch cannot reuse the slots before."""
+        return sum(1 for c in self.clients if c.unsettled)
 
     def member_count(self) -> int:
         """Distinct clients in the run now or next epoch: what max_clients bounds."""

@@ -131,7 +131,7 @@ CONFIGS = [
 ]
 LABELS = 6
 KINDS = ["advance"] * 6 + ["tick", "join", "withdraw", "warmup_witness", "witness", "witness_bad",
-                           "health_check", "checkpoint", "pause", "resume", "update"]
+                           "health_check", "checkpoint", "pause", "resume", "update", "settle"]
 
 
 def _blooms(s, missing):
@@ -160,6 +160,9 @@ def _advance(s, now):
     if st in (RunState.Uninitialized, RunState.Paused):
         return now, "resume", {}
     if st == RunState.WaitingForMembers:
+        for i, c in enumerate(s.clients):
+            if c.unsettled:  # the new epoch waits for the slots' points to be settled
+                return now, "settle", dict(index=i)
         if len(s.pending) < cfg.init_min_clients:
             for label in range(LABELS):
                 if s.pending_index(key("signer", label)) is None:
@@ -216,6 +219,8 @@ def make_op(s, now, kind, a, b):
                    (s.param_step, _params(s.param_step, True))][b % 3]
         return now, "checkpoint", dict(signer=sig, index=idx, repo=f"org/m{b}", revision="",
                                        step=step, param_hash=h)
+    if kind == "settle":
+        return now, "settle", dict(index=idx)
     if kind == "update":
         return now, "update", dict(config=CONFIGS[b % len(CONFIGS)])
     return now, kind, {}  # tick, pause, resume

@@ -14,13 +14,15 @@ from psyche_coordinator_core import (
     CoordinatorError,
     RunConfig,
     apply,
+    credit,
     new_run,
+    pending_credit,
     state_hash,
     to_bytes,
 )
 from psyche_coordinator_core.ops_json import checkpoint_from_json, decode_args
 from tests.vectors import generate
-from tests.vectors.generate import expectation
+from tests.vectors.generate import expectation, points_to_json
 
 VECTORS = Path(__file__).resolve().parent / "vectors"
 FILES = sorted(VECTORS.glob("*.json"))
@@ -41,10 +43,14 @@ def replay(doc: dict) -> None:
     state = initial_state(doc["initial"])
     assert state_hash(state) == doc["initial_hash"], "initial state"
     prev_hash = doc["initial_hash"]
+    ledger = {}  # identity -> Points, credited by each accepted settle
     for n, step in enumerate(doc["steps"]):
         where = f"{doc['name']} step {n} ({step['op']} at {step['time']})"
         assert set(step) == {"time", "op", "args", "expect"}, where
-        expect = step["expect"]
+        expect = dict(step["expect"])
+        settled = step["op"] == "settle" and expect["error"] is None
+        # an accepted settle also records the backend's half: what moved, and the entry after
+        points = {k: expect.pop(k) for k in ("credited", "entry")} if settled else {}
         assert set(expect) == EXPECT_KEYS, where
         before = to_bytes(state)
         try:
@@ -59,6 +65,14 @@ def replay(doc: dict) -> None:
         assert got == expect, f"{where}: {got} != {expect}"
         if error is not None:
             assert expect["hash"] == prev_hash, f"{where}: rejected op changed the hash"
+        if settled:
+            moved = pending_credit(state, step["args"]["index"])
+            entry = credit(ledger.get(moved.identity), moved, state.config)
+            ledger[moved.identity] = entry
+            got = {"credited": {"identity": moved.identity.hex(), "presence": moved.presence,
+                                "sequences": moved.sequences},
+                   "entry": points_to_json(entry)}
+            assert got == points, f"{where}: {got} != {points}"
         state, prev_hash = nxt, expect["hash"]
 
 

@@ -37,7 +37,9 @@ from psyche_coordinator_core import (
     apply,
     assign_batches,
     bloom_of,
+    credit,
     new_run,
+    pending_credit,
     state_hash,
 )
 from psyche_coordinator_core.bloom import EMPTY_BLOOM
@@ -53,7 +55,8 @@ BASE_CONFIG = dict(
     min_clients=2, init_min_clients=3, witness_nodes=0, global_batch_size_start=16,
     global_batch_size_end=16, verification_percent=0, checkpointer_percent=0,
     waiting_for_members_extra_time=3, checkpoint_interval=0, max_clients=256, max_syncing=0,
-    kept_rounds=64, sync_warmup_rounds=2,
+    kept_rounds=64, sync_warmup_rounds=2, flops_per_token=0, tokens_per_compute_point=1_000_000,
+    points_cap=0, presence_points=1,
 )
 
 
@@ -113,6 +116,7 @@ class Scenario:
         if layout_version is not None:
             self.state.layout_version = layout_version
         self.initial_hash = state_hash(self.state)
+        self.ledger = {}  # identity -> Points: what settlements credited (outside the state)
         self.t = T0
         self.steps = []
         self._bloom_cache = {}
@@ -134,7 +138,8 @@ class Scenario:
         jargs = json.loads(json.dumps(jargs))  # exactly what the file holds
         before = self.state
         try:
-            after, code, detail = apply(before, self.t, op, **decode_args(op, jargs)), None, ""
+            decoded = decode_args(op, jargs)
+            after, code, detail = apply(before, self.t, op, **decoded), None, ""
         except CoordinatorError as e:
             after, code, detail = before, e.code, e.detail
         if code != error:
@@ -143,8 +148,16 @@ class Scenario:
         if state is not None and after.run_state != state:
             self.fail(f"{op}: expected {state.name}, got {after.run_state.name}")
         self.state = after
-        self.steps.append({"time": self.t, "op": op, "args": jargs,
-                           "expect": expectation(after, code)})
+        expect = expectation(after, code)
+        if op == "settle" and code is None:
+            # the backend's half of settling: credit the slot's points to its identity's entry
+            moved = pending_credit(before, decoded["index"])
+            entry = credit(self.ledger.get(moved.identity), moved, before.config)
+            self.ledger[moved.identity] = entry
+            expect["credited"] = {"identity": moved.identity.hex(), "presence": moved.presence,
+                                  "sequences": moved.sequences}
+            expect["entry"] = points_to_json(entry)
+        self.steps.append({"time": self.t, "op": op, "args": jargs, "expect": expect})
         return after
 
     def state_hash_now(self) -> str:
@@ -195,15 +208,34 @@ class Scenario:
     def client_state(self, label):
         return self.state.clients[self.idx(label)].state
 
-    def join(self, *labels, dt=0, error=None):
+    def join(self, *labels, dt=0, error=None, identity=None):
+        """`identity`: the label of the contributor identity the joiners act for (a delegation
+        the backend checked); none: each its own."""
+        extra = {} if identity is None else {"identity": signer(identity)}
         for n, label in enumerate(labels):
             self.do("join", dt=dt if n == 0 else 0, error=error, signer=signer(label),
-                    p2p_identity=p2p(label))
+                    p2p_identity=p2p(label), **extra)
+
+    def settle(self, index, dt=0, error=None):
+        return self.do("settle", dt=dt, error=error, index=index)
+
+    def settle_all(self, dt=0):
+        """Settle every slot that holds points, in index order."""
+        first = True
+        for i, c in enumerate(list(self.state.clients)):
+            if c.unsettled:
+                self.settle(i, dt=dt if first else 0)
+                first = False
+
+    def entry(self, label):
+        return self.ledger.get(signer(label))
 
     def withdraw(self, label, dt=0, error=None, state=None):
         return self.do("withdraw", dt=dt, error=error, state=state, signer=signer(label))
 
     def tick(self, dt=1, error=None, state=None, at=None):
+        if state == RunState.Warmup and self.state.run_state == RunState.WaitingForMembers:
+            self.settle_all()  # an epoch starts only once the slots' points are settled
         return self.do("tick", dt=dt if at is None else 0, at=at, error=error, state=state)
 
     def tick_timeout(self, field, state=None):
@@ -225,6 +257,7 @@ class Scenario:
         new = [label for label in labels if self.state.pending_index(signer(label)) is None]
         self.join(*new, dt=dt)
         self.expect_state(RunState.WaitingForMembers)
+        self.settle_all()  # the new epoch reuses the slots: their points are settled first
         s = self.state
         when = max(self.t + 1, s.run_state_start + s.config.waiting_for_members_extra_time)
         self.tick(at=when, state=RunState.Warmup)
@@ -363,6 +396,12 @@ class Scenario:
         rnd = self.state.current_round
         return {self.label_at(i) for i in range(len(self.state.clients))
                 if (rnd.warming >> i) & 1}
+
+
+def points_to_json(p) -> dict:
+    return {"identity": p.identity.hex(), "presence_rounds": p.presence_rounds,
+            "sequences": p.sequences, "tokens": p.tokens, "token_carry": p.token_carry,
+            "presence_points": p.presence_points, "compute_points": p.compute_points}
 
 
 def expectation(s, code) -> dict:
@@ -974,7 +1013,9 @@ def pause_cooldown():
     sc.end_cooldown(state=RunState.Paused)
     sc.check(len(sc.state.pending) == 3)
     sc.resume(dt=100)
-    sc.tick(dt=3, state=RunState.Warmup)
+    sc.tick(dt=3, state=RunState.WaitingForMembers)  # the slots' points are not settled yet
+    sc.settle_all()
+    sc.tick(dt=1, state=RunState.Warmup)
     return sc
 
 
@@ -989,6 +1030,8 @@ def pause_update_resume():
     sc.round(state=RunState.Cooldown)
     sc.end_cooldown(state=RunState.Paused)
     cfg = RunConfig(**{**BASE_CONFIG, "witness_nodes": 1, "epoch_time": 300, "min_clients": 1})
+    sc.do("update", dt=1, config=cfg, error="PointsUnsettled")  # earned at the old rates
+    sc.settle_all(dt=1)
     sc.do("update", dt=1, config=cfg)
     sc.do("update", dt=1, checkpoint=Checkpoint(CheckpointKind.Hub, "org/model", "rev-1"))
     sc.do("update", dt=1, raw_args={})
@@ -2279,6 +2322,229 @@ def withdraw_previous_epoch_client_waiting():
 
 
 # ====================================================================== output
+
+# ---------------------------------------------------------------- points
+
+# 64-token sequences, 16 per round among 3 trainers: 5 or 6 each (320 or 384 tokens), so one
+# compute point per 100 tokens leaves a carry; 3 presence points per round
+POINTS = dict(max_seq_len=64, tokens_per_compute_point=100, presence_points=3,
+              flops_per_token=6_600_000)
+
+
+def _trained_sequences(sc) -> int:
+    """Sequences of the training rounds of this epoch so far, from the rounds' own batches
+    (every round's successor vouched for all of it in these scenarios)."""
+    s, total = sc.state, 0
+    for k in range(1, 4):
+        r = s.round_back(k)
+        if r is not None and s.round_trains(r):
+            total += sum(len(b) for b in assign_batches(s.config, r).values())
+    return total
+
+
+@scenario
+def points_presence_and_compute():
+    sc = started("points_presence_and_compute",
+                 "Every round credits presence to each healthy client and compute to the trainers "
+                 "of the round before whose results a witness quorum vouched for; the slots hold "
+                 "them until settled. The next epoch waits for its slots to be settled (a tick "
+                 "with unsettled slots does nothing); settling credits each identity's entry at "
+                 "the run's rates (3 points a round, a compute point per 100 tokens, the rest "
+                 "carried) and a second settle finds NothingToSettle.",
+                 labels=(0, 1, 2), config={**POINTS, "epoch_time": 8})
+    sc.round(state=RunState.RoundTrain)
+    sc.check(all(c.presence == 1 and c.sequences == 0 for c in sc.state.clients))
+    sc.round(state=RunState.RoundTrain)
+    sc.check(all(c.presence == 2 and c.sequences in (5, 6) for c in sc.state.clients))
+    rounds = 2
+    while sc.state.run_state != RunState.Cooldown:
+        sc.round()
+        rounds += 1
+    sc.check(all(c.presence == rounds for c in sc.state.clients))
+    trained = sum(1 for r in range(rounds) if sc.state.start_step + r < sc.state.last_step - 2)
+    sc.check(sum(c.sequences for c in sc.state.clients) == 16 * trained)
+    sc.join(0, 1, 2, dt=1)
+    sc.end_cooldown()
+    sc.tick(dt=5, state=RunState.WaitingForMembers)  # grace long over: the slots hold points
+    before = [(c.presence, c.sequences) for c in sc.state.clients]
+    sc.settle_all(dt=1)
+    for label, (presence, sequences) in zip((0, 1, 2), before):
+        e = sc.entry(label)
+        sc.check(e.presence_rounds == presence and e.presence_points == 3 * presence)
+        sc.check(e.sequences == sequences and e.tokens == 64 * sequences)
+        sc.check(e.compute_points == e.tokens // 100 and e.token_carry == e.tokens % 100)
+    sc.settle(0, error="NothingToSettle")
+    sc.settle(3, error="InvalidClientIndex")
+    sc.tick(dt=1, state=RunState.Warmup)
+    sc.warmup_all()
+    sc.round(state=RunState.RoundTrain)
+    sc.round(state=RunState.RoundTrain)
+    sc.settle(sc.idx(1), dt=1)  # mid-epoch: the carry from the first settlement counts
+    e = sc.entry(1)
+    sc.check(e.compute_points == e.tokens // 100 and e.presence_rounds == before[1][0] + 2)
+    return sc
+
+
+@scenario
+def points_delegates():
+    sc = Scenario("points_delegates",
+                  "Two node keys (0 and 1) act for one contributor identity (label 50, a "
+                  "delegation the backend checked); client 2 is its own identity. Each slot "
+                  "earns on its own; settling both credits one entry with their sum.",
+                  config={**POINTS, "epoch_time": 1000})
+    sc.resume()
+    sc.join(0, 1, identity=50, dt=1)
+    sc.join(2)
+    sc.check([c.identity for c in sc.state.pending] == [signer(50), signer(50), signer(2)])
+    sc.start_epoch()
+    sc.warmup_all()
+    sc.check([c.identity for c in sc.state.clients] == [signer(50), signer(50), signer(2)])
+    for _ in range(4):
+        sc.round(state=RunState.RoundTrain)
+    slots = [(c.presence, c.sequences) for c in sc.state.clients]
+    sc.settle_all(dt=1)
+    e = sc.entry(50)
+    sc.check(e.presence_rounds == slots[0][0] + slots[1][0] == 8)
+    sc.check(e.sequences == slots[0][1] + slots[1][1] and e.tokens == 64 * e.sequences)
+    sc.check(sc.entry(0) is None and sc.entry(1) is None)
+    sc.check(sc.entry(2).presence_rounds == 4 and sc.entry(2).sequences == slots[2][1])
+    sc.do("join", signer=signer(3), p2p_identity=p2p(3), identity=b"\x01" * 31,
+          error="InvalidOperation")
+    return sc
+
+
+@scenario
+def points_cap():
+    sc = started("points_cap",
+                 "points_cap 14: presence points first, then compute points, stop at the cap "
+                 "across settlements; the counts (rounds, sequences, tokens) keep growing.",
+                 labels=(0, 1, 2), config={**POINTS, "epoch_time": 1000, "points_cap": 14})
+    for _ in range(3):
+        sc.round(state=RunState.RoundTrain)
+    sc.settle(sc.idx(0), dt=1)
+    e = sc.entry(0)
+    sc.check(e.presence_points == 9 and e.tokens // 100 > 5 and e.compute_points == 5)
+    sc.check(e.total == 14 and e.token_carry == e.tokens % 100)
+    for _ in range(3):
+        sc.round(state=RunState.RoundTrain)
+    sc.settle(sc.idx(0), dt=1)
+    e2 = sc.entry(0)
+    sc.check(e2.total == 14 and e2.presence_rounds == 6 and e2.tokens > e.tokens)
+    return sc
+
+
+@scenario
+def points_removed_client():
+    sc = started("points_removed_client",
+                 "A trainer left out of every bloom earns no compute for that batch and is "
+                 "dropped by a health check; a withdrawn client too stops earning presence. The "
+                 "batch each trained before it was removed, vouched for in the round after, "
+                 "still counts. Both keep what they earned, settled mid-epoch (anyone may settle "
+                 "any slot).",
+                 labels=(0, 1, 2, 3), config={**POINTS, "epoch_time": 1000})
+    sc.round(state=RunState.RoundTrain)                    # round 0
+    sc.round(missing=(3,), state=RunState.RoundTrain)      # round 1 vouches for 0, 1, 2 only
+    sc.check(sc.state.clients[sc.idx(3)].sequences == 0)
+    sc.check(sc.state.clients[sc.idx(0)].sequences > 0)
+    sc.health_check(0, [3], dt=1)
+    sc.check(sc.client_state(3) == ClientState.Dropped)
+    sc.withdraw(2, dt=1)
+    held = {label: sc.state.clients[sc.idx(label)] for label in (2, 3)}
+    sc.round(state=RunState.RoundTrain)  # vouches for round 1, which 2 trained before leaving
+    sc.round(state=RunState.RoundTrain)
+    c2, c3 = (sc.state.clients[sc.idx(label)] for label in (2, 3))
+    sc.check(c2.presence == c3.presence == 2)
+    sc.check(c2.sequences > held[2].sequences > 0 and c3.sequences > held[3].sequences == 0)
+    held = {2: c2, 3: c3}
+    sc.settle(sc.idx(3), dt=1)
+    sc.settle(sc.idx(2))
+    sc.check(sc.entry(3).presence_rounds == 2 and sc.entry(3).sequences == held[3].sequences)
+    sc.check(sc.entry(2).sequences == held[2].sequences)
+    sc.settle(sc.idx(3), error="NothingToSettle")
+    return sc
+
+
+@scenario
+def points_join_phases():
+    sc = started("points_join_phases",
+                 "Seed 002's points by phase: a joiner earns presence from its first round, "
+                 "Queued and Syncing included, and compute only once it trains (WarmingUp rounds "
+                 "included, though their results are never applied).",
+                 labels=(0, 1, 2), config={**JOIN, **POINTS})
+    sc.join(10, 11, dt=1)
+    sc.check(sc.phase(10) == ClientPhase.Syncing and sc.phase(11) == ClientPhase.Queued)
+    sc.round(state=RunState.RoundTrain)
+    c10, c11 = (sc.state.clients[sc.idx(label)] for label in (10, 11))
+    sc.check(c10.presence == 1 and c11.presence == 1 and c10.sequences == c11.sequences == 0)
+    sc.synced(10, dt=1)
+    sc.round(state=RunState.RoundTrain)                    # synced: no batch yet
+    sc.check(10 in sc.warming() and sc.state.clients[sc.idx(10)].sequences == 0)
+    sc.round(state=RunState.RoundTrain)                    # its first warming batch
+    sc.check(sc.state.clients[sc.idx(10)].sequences == 0)
+    sc.round(state=RunState.RoundTrain)                    # vouches for the warming batch
+    sc.check((sc.state.round_back(2).warming >> sc.idx(10)) & 1 == 1)  # the vouched round warmed
+    sc.check(sc.state.clients[sc.idx(10)].sequences > 0)
+    sc.check(sc.state.clients[sc.idx(11)].presence == 4)
+    sc.check(sc.state.clients[sc.idx(11)].sequences == 0)
+    sc.settle_all(dt=1)
+    sc.check(sc.entry(10).sequences > 0 and sc.entry(11).presence_rounds == 4)
+    return sc
+
+
+@scenario
+def points_rejoin_identity():
+    sc = started("points_rejoin_identity",
+                 "A client that left and joins again mid-epoch keeps its slot and the points in "
+                 "it when it acts for the same identity; as another identity it must settle them "
+                 "first (PointsUnsettled), and what it earns next goes to the new identity.",
+                 labels=(0, 1, 2), config={**JOIN, **POINTS})
+    sc.round(state=RunState.RoundTrain)
+    sc.round(state=RunState.RoundTrain)
+    sc.withdraw(2, dt=1)
+    held = sc.state.clients[sc.idx(2)]
+    sc.join(2, dt=1)                                       # the same identity: points kept
+    c = sc.state.clients[sc.idx(2)]
+    sc.check(c.phase == ClientPhase.Syncing and (c.presence, c.sequences)
+             == (held.presence, held.sequences))
+    sc.withdraw(2, dt=1)
+    sc.join(2, identity=60, error="PointsUnsettled")
+    sc.settle(sc.idx(2))
+    sc.join(2, identity=60)
+    sc.check(sc.state.clients[sc.idx(2)].identity == signer(60))
+    sc.round(state=RunState.RoundTrain)
+    sc.settle(sc.idx(2), dt=1)
+    sc.check(sc.entry(2).presence_rounds == held.presence)
+    sc.check(sc.entry(60).presence_rounds == 1)
+    return sc
+
+
+@scenario
+def points_settle_when_halted():
+    sc = started("points_settle_when_halted",
+                 "Settling works in every run state: after a pause (Paused) and after the run "
+                 "ends (Finished). A config change waits until every slot is settled.",
+                 labels=(0, 1, 2), config={**POINTS, "epoch_time": 1000, "total_steps": 4})
+    sc.round(state=RunState.RoundTrain)
+    sc.pause(dt=1)
+    sc.round(state=RunState.Cooldown)
+    sc.end_cooldown(state=RunState.Paused)
+    cfg = RunConfig(**{**BASE_CONFIG, **POINTS, "presence_points": 5, "total_steps": 4})
+    sc.do("update", dt=1, config=cfg, error="PointsUnsettled")
+    sc.settle(0, dt=1)
+    sc.do("update", dt=1, config=cfg, error="PointsUnsettled")
+    sc.settle(1)
+    sc.settle(2)
+    sc.do("update", dt=1, config=cfg)
+    sc.resume(dt=1)
+    sc.start_epoch(0, 1, 2)
+    sc.warmup_all()
+    while sc.state.run_state != RunState.Cooldown:
+        sc.round()
+    sc.end_cooldown(state=RunState.Finished)
+    sc.settle_all(dt=1)
+    sc.check(sc.entry(0).presence_points == 3 * 2 + 5 * (sc.entry(0).presence_rounds - 2))
+    return sc
+
 
 def render(doc: dict) -> str:
     """Stable text: top-level keys one per line, each step on its own line."""
