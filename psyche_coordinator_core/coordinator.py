@@ -23,8 +23,6 @@ from .constants import (
 )
 from .errors import CoordinatorError
 from .shuffle import sha256, u64_le
-
-U64 = (1 << 64) - 1
 from .state import (
     Checkpoint,
     CheckpointKind,
@@ -36,6 +34,8 @@ from .state import (
     RunState,
     Witness,
 )
+
+U64 = (1 << 64) - 1
 
 
 def new_run(run_id: str, config: RunConfig, run_seed: int,

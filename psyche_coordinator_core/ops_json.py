@@ -10,8 +10,8 @@ from .errors import CoordinatorError
 from .state import Checkpoint, CheckpointKind
 
 HEX = re.compile(r"(?:[0-9a-f]{2})*")
-BYTES_ARGS = {"signer", "p2p_identity", "identity", "participant_bloom", "broadcast_bloom", "broadcast_merkle",
-              "param_hash"}
+BYTES_ARGS = {"signer", "p2p_identity", "identity", "participant_bloom", "broadcast_bloom",
+              "broadcast_merkle", "param_hash"}
 ARGS = {
     "tick": set(),
     "join": {"signer", "p2p_identity", "identity"},
@@ -28,7 +28,8 @@ ARGS = {
     "resume": set(),
     "update": {"config", "checkpoint"},
 }
-OPTIONAL = {("checkpoint", "revision"), ("join", "identity"), ("update", "config"), ("update", "checkpoint")}
+OPTIONAL = {("checkpoint", "revision"), ("join", "identity"), ("update", "config"),
+            ("update", "checkpoint")}
 
 
 def checkpoint_to_json(ck: Checkpoint) -> dict:

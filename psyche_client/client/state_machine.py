@@ -44,14 +44,19 @@ from .consensus import round_consensus
 from .results import TrainingResult, merkle_root
 from .sync import Sync
 
+# run states in which no round ends: the slots' points are final until the next epoch
+SETTLE_STATES = (RunState.Cooldown, RunState.WaitingForMembers, RunState.Paused, RunState.Finished)
+
 
 class ClientStateMachine:
     def __init__(self, signer: bytes, p2p_identity: bytes, tick_jitter: float = 0.0,
-                 can_store: bool = False, saves_locally: bool = False):
+                 can_store: bool = False, saves_locally: bool = False, identity: bytes = None):
         """`can_store`: this client can write snapshots to the run's store (a store in the
         spec, write credentials, a trainer with a model); `saves_locally`: it keeps snapshots
-        in a directory of its own (--checkpoint-dir) whether or not it is elected."""
+        in a directory of its own (--checkpoint-dir) whether or not it is elected. `identity`:
+        the contributor identity this node key acts for (its points go there; None: itself)."""
         self.signer, self.p2p_identity = signer, p2p_identity
+        self.identity = identity
         self.checkpointing = Checkpointing(signer, can_store, saves_locally)
         self.tick_jitter = tick_jitter  # spread ticks so clients do not all send at once
         self.state = None
@@ -75,6 +80,7 @@ class ClientStateMachine:
         self.params = None  # hash of the parameters as last reported (None: unknown)
         self.evaluated = set()  # epochs whose held-out loss and snapshot were taken
         self.last_tick_for = None
+        self.settle_sent = set()  # (slot, epoch, presence, sequences) whose settle was sent
         self.rejected = {}  # trainer hex -> count of bad results
         self.results_asked = set()  # steps whose results were asked of the peers
 
@@ -191,6 +197,7 @@ class ClientStateMachine:
         acts += self.checkpointing.record(st, me)
         acts += self._witness()
         acts += self._tick(now)
+        acts += self._settle(now)
         return acts
 
     def model_ready(self, epoch: int, params: bytes = None) -> list[Action]:
@@ -266,11 +273,13 @@ class ClientStateMachine:
             self.warmup_sent.discard(self.state.epoch)
         elif op == "checkpoint":
             return self.checkpointing.answered(code, args)
+        elif op == "settle" and code == "Unreachable":
+            self.settle_sent = {k for k in self.settle_sent if k[0] != args["index"]}
         return []
 
     def on_timer(self, now: float) -> list[Action]:
         return (self._join() + self._warmup_witness() + self._witness() + self._tick(now)
-                + self.sync.on_timer(now))
+                + self._settle(now) + self.sync.on_timer(now))
 
     # ---------------------------------------------------------------- duties
     def _join(self) -> list[Action]:
@@ -280,7 +289,10 @@ class ClientStateMachine:
                 or st.pending_index(self.signer) is not None):
             return []
         self.join_in_flight = True
-        return [Send("join", {"signer": self.signer, "p2p_identity": self.p2p_identity})]
+        args = {"signer": self.signer, "p2p_identity": self.p2p_identity}
+        if self.identity is not None and self.identity != self.signer:
+            args["identity"] = self.identity
+        return [Send("join", args)]
 
     def _tick(self, now: float) -> list[Action]:
         st = self.state
@@ -292,6 +304,24 @@ class ClientStateMachine:
             self.last_tick_for = key
             return [Send("tick", {})]
         return []
+
+    def _settle(self, now: float) -> list[Action]:
+        """Once the epoch's rounds are over (Cooldown and after), settle the points the slots
+        hold: this client's own at once, the others' (clients that left or died) after the tick
+        jitter, as ticks are spread. The next epoch starts only once every slot is settled."""
+        st = self.state
+        if st is None or st.run_state not in SETTLE_STATES:
+            return []
+        out = []
+        for i, c in enumerate(st.clients):
+            key = (i, st.epoch, c.presence, c.sequences)
+            if not c.unsettled or key in self.settle_sent:
+                continue
+            if c.signer != self.signer and now < st.run_state_start + 1 + self.tick_jitter:
+                continue
+            self.settle_sent.add(key)
+            out.append(Send("settle", {"index": i}))
+        return out
 
     def _warmup_witness(self) -> list[Action]:
         st, me = self.state, self.my_index()

@@ -35,7 +35,7 @@ from .transitions import describe_changes
 log = logging.getLogger(__name__)
 
 CLIENT_OPS = {"join", "withdraw", "warmup_witness", "witness", "health_check", "checkpoint", "tick",
-              "synced", "resync"}
+              "synced", "resync", "settle"}
 HELLO_TIMEOUT = 10
 
 
