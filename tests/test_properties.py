@@ -29,7 +29,7 @@ from psyche_coordinator_core import (
     tick_deadline,
     to_bytes,
 )
-from psyche_coordinator_core.bloom import bloom_of
+from psyche_coordinator_core.bloom import EMPTY_BLOOM, bloom_of
 from psyche_coordinator_core.committee import checkpointer_count, verifier_count
 from psyche_coordinator_core.shuffle import swap_or_not_permutation
 
@@ -137,7 +137,7 @@ KINDS = ["advance"] * 6 + ["tick", "join", "withdraw", "warmup_witness", "witnes
 def _blooms(s, missing):
     prev = s.round_back(1)
     if prev is None or not s.round_trains(prev):
-        return bytes(508), bytes(508)
+        return EMPTY_BLOOM, EMPTY_BLOOM  # round 0 vouches for nothing
     batches = assign_batches(s.config, prev)
     signers = [s.clients[i].signer.hex() for i in sorted(batches) if i not in missing]
     return bloom_of(signers), bloom_of(hashlib.sha256(x.encode()).hexdigest() for x in signers)
