@@ -4,7 +4,6 @@ use anchor_lang::error::ErrorCode as AE;
 use psyche_coordinator::CoordinatorProgramError as PE;
 use psyche_coordinator_core::{RunConfig, RunState};
 use psyche_localnet::ix::authorization_key;
-use solana_keypair::Keypair;
 use solana_signer::Signer;
 
 use crate::support::negative::*;
@@ -140,11 +139,12 @@ fn join_run_refuses_the_257th_joiner() {
         },
     );
     env.resume(&r);
+    // funded: a joiner pays for its new contributor account
     for _ in 0..psyche_coordinator_core::MAX_CLIENTS {
-        let c = Keypair::new();
+        let c = env.keypair();
         env.ok(&[&c], &[r.run.join_run(&c.pubkey(), None, [1; 32])]);
     }
-    let c = Keypair::new();
+    let c = env.keypair();
     let ix = r.run.join_run(&c.pubkey(), None, [1; 32]);
     env.expect_err(&[&c], &[ix], pe(PE::RunFull), &r.keys());
 }
