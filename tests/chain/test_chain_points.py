@@ -1,0 +1,207 @@
+"""Contributor points on the local chain, real processes: 3 clients (simulated training), two
+of them delegates of one contributor identity (`set-delegates` first, then `train --identity`),
+run to the end of a multi-epoch run (each new epoch waits for the slots' settlement). Every
+state of the coordinator account is recorded over PubSub; the points each round earned are
+derived from those states with the core's functions (presence: the healthy slots of the round
+that ends; compute: the batches of the round before it, `assign_batches`, whose trainers a
+witness quorum vouched for, `trainer_score` and `witness_quorum`). After `settle --all` the
+`leaderboard --json` holds exactly that: the two delegates' points summed under one identity.
+Then psyche-localnet is SIGKILLed and restarted from its --ledger: the leaderboard is the same."""
+
+import asyncio
+import json
+import signal
+import threading
+from collections import defaultdict
+
+import pytest
+import tomli_w
+from solana.rpc.commitment import Confirmed
+from solana.rpc.websocket_api import connect
+from solders.pubkey import Pubkey
+from solders.rpc.responses import AccountNotification
+
+from psyche_client.backends.solana import WS_MAX_MESSAGE
+from psyche_client.chain.keys import load_keypair
+from psyche_client.chain.program import Coordinator
+from psyche_coordinator_core import ClientState, RunState
+from psyche_coordinator_core.assignment import assign_batches
+from psyche_coordinator_core.committee import expected_witnesses, witness_quorum
+from psyche_coordinator_core.coordinator import trainer_score
+from tests.chain.localnet import start_localnet
+from tests.chain.test_chain_e2e import CLI, cli, keypair
+from tests.integration.harness import FAST_CONFIG, Proc, stop_keeping_logs
+
+pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.timeout(900)]
+RUN_ID = "points-chain"
+RATES = dict(presence_points=2, tokens_per_compute_point=1000)  # 384 tokens a round
+
+
+class AccountRecorder:
+    """Every version of one account, as PubSub notifies it (one per transaction that wrote
+    it), from a background thread."""
+
+    def __init__(self, ws_url: str, account: Pubkey):
+        self.raw, self.error = [], None
+        self._stop, self._ready = threading.Event(), threading.Event()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._run(ws_url, account)),
+                                        daemon=True)
+        self._thread.start()
+        assert self._ready.wait(30), f"could not subscribe at {ws_url}: {self.error!r}"
+
+    async def _run(self, ws_url, account):
+        try:
+            async with connect(ws_url, max_size=WS_MAX_MESSAGE) as ws:
+                await ws.account_subscribe(account, commitment=Confirmed, encoding="base64")
+                await ws.recv()  # the subscription id
+                self._ready.set()
+                while not self._stop.is_set():
+                    try:
+                        batch = await asyncio.wait_for(ws.recv(), 0.5)
+                    except asyncio.TimeoutError:
+                        continue
+                    for msg in batch:
+                        if isinstance(msg, AccountNotification) and msg.result.value:
+                            self.raw.append(bytes(msg.result.value.data))
+        except Exception as e:  # reported by stop()
+            self.error = e
+            self._ready.set()
+
+    def stop(self) -> list:
+        self._stop.set()
+        self._thread.join(10)
+        assert self.error is None, f"the PubSub recorder failed: {self.error!r}"
+        return self.raw
+
+
+def round_credits(s):
+    """{slot index: (presence, sequences)} that the tick ending the current round of `s` (the
+    last state before it) credits: the rule of docs/points.md, from the core's functions."""
+    cur, out = s.current_round, {}
+    for i, c in enumerate(s.clients):
+        out[i] = (1 if c.state == ClientState.Healthy else 0, 0)
+    trained = s.round_back(1)
+    if trained is None or not s.round_trains(trained) or not cur.witnesses:
+        return out
+    quorum = witness_quorum(expected_witnesses(s.config.witness_nodes,
+                                               len(cur.participant_indices())))
+    for index, batch in assign_batches(s.config, trained).items():
+        if trainer_score(s, cur, s.clients[index].signer) >= quorum:
+            out[index] = (out[index][0], len(batch))
+    return out
+
+
+def derive_points(states):
+    """{identity: [rounds present, sequences vouched for]} over the recorded states; checks
+    each round's end against the counters the program wrote into the slots."""
+    totals, ends = defaultdict(lambda: [0, 0]), 0
+    for prev, nxt in zip(states, states[1:]):
+        if not (prev.run_state == RunState.RoundWitness and nxt.epoch == prev.epoch
+                and nxt.step == prev.step + 1):
+            continue
+        ends += 1
+        for i, (presence, sequences) in round_credits(prev).items():
+            before, after = prev.clients[i], nxt.clients[i]
+            assert (after.presence, after.sequences) == (
+                before.presence + presence, before.sequences + sequences), (
+                f"round {prev.step} (epoch {prev.epoch}), slot {i}")
+            totals[before.identity][0] += presence
+            totals[before.identity][1] += sequences
+    return totals, ends
+
+
+def leaderboard(net):
+    return json.loads(cli(net, "leaderboard", "--run-id", RUN_ID, "--json").stdout)["leaderboard"]
+
+
+def test_delegates_points_add_up_under_one_identity_and_survive_a_restart(tmp_path):
+    state = tmp_path / "state.toml"
+    # epoch 8 s, 16 steps: 2 epochs or more, each after the previous one's settlement
+    state.write_text(tomli_w.dumps({"run_id": RUN_ID, "run_seed": 13, "config": {
+        **FAST_CONFIG, "total_steps": 16, **RATES}}))
+    ledger, procs = tmp_path / "ledger", {}
+    try:
+        with start_localnet("--ledger", str(ledger)) as net:
+            owner = keypair(tmp_path, "owner", net, sol=100)
+            cli(net, "create-run", "--state", str(state), keypair=owner)
+            account = json.loads(cli(net, "show", "--run-id", RUN_ID, "--json").stdout)[
+                "coordinator_account"]
+            contributor = keypair(tmp_path, "contributor", net, sol=1)
+            identity = load_keypair(contributor).pubkey()
+            keys = [keypair(tmp_path, f"client-{n}", net, sol=10) for n in range(3)]
+            signers = [load_keypair(k).pubkey() for k in keys]
+            # the identity pays for its own contributor account (no --keypair)
+            out = cli(net, "set-delegates", "--run-id", RUN_ID, "--identity-keypair",
+                      str(contributor), str(signers[1]), str(signers[2])).stdout
+            assert f"delegates {signers[1]}, {signers[2]}" in out, out
+
+            recorder = AccountRecorder(net.ws_url, Pubkey.from_string(account))
+            for n, key in enumerate(keys):
+                acting = ["--identity", str(identity)] if n else []
+                procs[n] = Proc(f"client-{n}", [
+                    *CLI, "train", "--rpc", net.rpc_url, "--ws", net.ws_url, "--keypair",
+                    str(key), "--run-id", RUN_ID, "--peer-dir", str(tmp_path / "peers"),
+                    "--dummy-training-delay-secs", "0.3", *acting])
+            for p in procs.values():
+                p.wait_line(r"run finished", timeout=480)
+                assert p.p.wait(timeout=60) == 0, p.output()
+            raw = recorder.stop()
+            # the crank: whatever slot the clients left unsettled when the run finished
+            print(cli(net, "settle", "--run-id", RUN_ID, "--all", keypair=owner).stdout)
+            board = leaderboard(net)
+            print(cli(net, "leaderboard", "--run-id", RUN_ID).stdout)
+            net.process.send_signal(signal.SIGKILL)
+            net.process.wait(10)
+
+        with start_localnet("--ledger", str(ledger)) as net:
+            assert leaderboard(net) == board  # nothing settled was lost with the process
+            c = Coordinator(net.rpc_url, load_keypair(owner), Pubkey.from_string(net.program_id))
+
+            async def read():
+                try:
+                    inst = c.instance_key(RUN_ID)
+                    return (await c.contributors(inst),
+                            await c.fetch_state((await c.fetch_instance(RUN_ID))
+                                                .coordinator_account))
+                finally:
+                    await c.close()
+            accounts, final = asyncio.run(read())
+    finally:
+        stop_keeping_logs(procs, tmp_path)
+
+    dec = Coordinator("http://127.0.0.1:9", load_keypair(owner))
+    states = [dec.decode_state(d) for d in raw]
+    assert final.run_state == RunState.Finished and not final.unsettled_count()
+    assert max(s.epoch for s in states) >= 1, "the run never reached a second epoch"
+    # the delegates' slots carry the identity they act for
+    slots = {c.signer: c.identity for s in states for c in s.clients}
+    assert slots[bytes(signers[0])] == bytes(signers[0])
+    assert slots[bytes(signers[1])] == slots[bytes(signers[2])] == bytes(identity)
+    # a new epoch began only once every slot of the last one was settled
+    for prev, nxt in zip(states, states[1:]):
+        if nxt.epoch > prev.epoch:
+            assert not prev.unsettled_count(), f"epoch {nxt.epoch} began with unsettled slots"
+
+    derived, ends = derive_points(states)
+    assert ends >= 16, f"only {ends} round ends recorded"
+    assert set(derived) == {bytes(signers[0]), bytes(identity)}
+    by_identity = {bytes.fromhex(r["identity"]): r for r in board}
+    assert set(by_identity) == set(derived), board
+    for ident, (rounds, sequences) in derived.items():
+        r = by_identity[ident]
+        tokens = sequences * FAST_CONFIG["max_seq_len"]
+        assert (r["presence_rounds"], r["sequences"], r["tokens"]) == (
+            rounds, sequences, tokens), (r, rounds, sequences)
+        assert r["presence_points"] == rounds * RATES["presence_points"]
+        assert r["compute_points"] == tokens // RATES["tokens_per_compute_point"]
+        assert r["total"] == r["presence_points"] + r["compute_points"] and sequences > 0
+    # two node keys earned the identity's points: more than the single node's
+    assert by_identity[bytes(identity)]["presence_rounds"] > \
+        by_identity[bytes(signers[0])]["presence_rounds"]
+    # the contributor accounts themselves (getProgramAccounts) after the restart
+    listed = {bytes(a.identity): a for a in accounts}
+    assert set(listed) == set(derived)
+    assert listed[bytes(identity)].delegates == (signers[1], signers[2])
+    for ident, a in listed.items():
+        assert a.points.presence_rounds == derived[ident][0]
+        assert a.points.sequences == derived[ident][1]
