@@ -5,7 +5,7 @@
 use anchor_lang::{InstructionData, ToAccountMetas};
 use psyche_coordinator::{
     accounts as acc, instruction as data, run_id_seed, CheckpointParams, CoordinatorAccount,
-    RunConfigParams, AUTHORIZATION_SEED, COORDINATOR_SEED,
+    RunConfigParams, AUTHORIZATION_SEED, CONTRIBUTOR_SEED, COORDINATOR_SEED,
 };
 use solana_instruction::Instruction;
 use solana_pubkey::Pubkey;
@@ -29,6 +29,15 @@ pub fn instance_key(run_id: &str) -> Pubkey {
 pub fn authorization_key(instance: &Pubkey, grantee: &Pubkey) -> Pubkey {
     Pubkey::find_program_address(
         &[AUTHORIZATION_SEED, instance.as_ref(), grantee.as_ref()],
+        &PROGRAM_ID,
+    )
+    .0
+}
+
+/// The contributor PDA of `identity` for a run instance.
+pub fn contributor_key(instance: &Pubkey, identity: &Pubkey) -> Pubkey {
+    Pubkey::find_program_address(
+        &[CONTRIBUTOR_SEED, instance.as_ref(), identity.as_ref()],
         &PROGRAM_ID,
     )
     .0
@@ -119,12 +128,30 @@ impl Run {
         ix(self.owner(authority), data::SetPaused { paused })
     }
 
-    /// `authorization`: the signer's join authorization, or None on a permissionless run.
+    /// The contributor PDA of `identity` in this run.
+    pub fn contributor(&self, identity: &Pubkey) -> Pubkey {
+        contributor_key(&self.instance, identity)
+    }
+
+    /// `join_run` as the signer itself. `authorization`: the signer's join authorization, or
+    /// None on a permissionless run.
     pub fn join_run(
         &self,
         user: &Pubkey,
         authorization: Option<Pubkey>,
         p2p_identity: [u8; 32],
+    ) -> Instruction {
+        self.join_run_as(user, authorization, p2p_identity, user)
+    }
+
+    /// `join_run` as `identity` (the signer itself, or an identity listing it as a delegate).
+    /// `authorization`: the identity's join authorization, or None on a permissionless run.
+    pub fn join_run_as(
+        &self,
+        user: &Pubkey,
+        authorization: Option<Pubkey>,
+        p2p_identity: [u8; 32],
+        identity: &Pubkey,
     ) -> Instruction {
         ix(
             acc::JoinRunAccounts {
@@ -132,8 +159,48 @@ impl Run {
                 coordinator_instance: self.instance,
                 coordinator_account: self.account,
                 authorization,
+                contributor: self.contributor(identity),
+                system_program: solana_sdk_ids::system_program::ID,
             },
-            data::JoinRun { p2p_identity },
+            data::JoinRun {
+                p2p_identity,
+                identity: *identity,
+            },
+        )
+    }
+
+    /// `identity` (signer) lists its delegates; `payer` pays for a new contributor account.
+    pub fn set_delegates(
+        &self,
+        payer: &Pubkey,
+        identity: &Pubkey,
+        delegates: Vec<Pubkey>,
+    ) -> Instruction {
+        ix(
+            acc::SetDelegates {
+                payer: *payer,
+                identity: *identity,
+                coordinator_instance: self.instance,
+                contributor: self.contributor(identity),
+                system_program: solana_sdk_ids::system_program::ID,
+            },
+            data::SetDelegates { delegates },
+        )
+    }
+
+    /// Anyone settles client slot `index`, whose identity is `identity`.
+    pub fn settle_points(&self, user: &Pubkey, index: u32, identity: &Pubkey) -> Instruction {
+        ix(
+            acc::SettlePoints {
+                user: *user,
+                coordinator_instance: self.instance,
+                coordinator_account: self.account,
+                contributor: self.contributor(identity),
+            },
+            data::SettlePoints {
+                index,
+                identity: *identity,
+            },
         )
     }
 

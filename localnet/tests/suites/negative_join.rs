@@ -140,11 +140,12 @@ fn join_run_refuses_the_257th_joiner() {
         },
     );
     env.resume(&r);
+    // funded: a joiner pays for its new contributor account
     for _ in 0..psyche_coordinator_core::MAX_CLIENTS {
-        let c = Keypair::new();
+        let c = env.keypair();
         env.ok(&[&c], &[r.run.join_run(&c.pubkey(), None, [1; 32])]);
     }
-    let c = Keypair::new();
+    let c = env.keypair();
     let ix = r.run.join_run(&c.pubkey(), None, [1; 32]);
     env.expect_err(&[&c], &[ix], pe(PE::RunFull), &r.keys());
 }

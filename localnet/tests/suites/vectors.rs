@@ -5,10 +5,23 @@
 //! The vectors' clients are bare 32-byte keys without secret keys, so this replay turns the
 //! chain's signature check off: the runtime then takes an account's signer flag as given, as it
 //! does after verifying signatures. Everything else (accounts, sysvars, CPIs) is the chain's.
+//!
+//! Points: a `settle` step is sent as `settle_points` with the slot identity's contributor
+//! account, and after every accepted one the contributor account must hold the vector's
+//! `expect.entry` (and the model's slot the `expect.credited` it moved). A `join` as another
+//! identity than its signer needs the identity's contributor account to list the signer as a
+//! delegate: the replay sends the identity's `set_delegates` first. The vectors' identities are
+//! bare keys without secret keys too, but with the signature check off the runtime takes the
+//! identity's signer flag as given, so the real instruction creates the account (no
+//! `set_account` into the bank is needed). Join signers are funded first: a signer joining as
+//! itself pays for its new contributor account.
 
+use std::collections::{BTreeMap, BTreeSet};
+
+use anchor_lang::AccountDeserialize;
 use psyche_coordinator::{
-    CheckpointKindParam, CheckpointParams, CoordinatorAccount, CoordinatorProgramError as PE,
-    RunConfigParams,
+    CheckpointKindParam, CheckpointParams, Contributor, CoordinatorAccount,
+    CoordinatorProgramError as PE, RunConfigParams,
 };
 use psyche_coordinator_core::{
     self as core_sm, CoordinatorError, CoordinatorState, RunConfig, VERSION_OFFSET,
@@ -31,7 +44,9 @@ use crate::support::*;
 #[derive(Clone, Debug)]
 enum Op {
     Tick,
-    Join([u8; 32], [u8; 32]),
+    /// signer, p2p identity, the identity the points go to (None: the signer)
+    Join([u8; 32], [u8; 32], Option<[u8; 32]>),
+    Settle(u32),
     Withdraw([u8; 32]),
     WarmupWitness([u8; 32], u32),
     Witness([u8; 32], u32, u32, Vec<u8>, Vec<u8>, [u8; 32], [u8; 32]),
@@ -96,6 +111,10 @@ fn config_from_json(v: &Value) -> Option<RunConfig> {
             "max_syncing" => c.max_syncing = int(v)?,
             "kept_rounds" => c.kept_rounds = int(v)?,
             "sync_warmup_rounds" => c.sync_warmup_rounds = int(v)?,
+            "flops_per_token" => c.flops_per_token = int(v)?,
+            "tokens_per_compute_point" => c.tokens_per_compute_point = int(v)?,
+            "points_cap" => c.points_cap = int(v)?,
+            "presence_points" => c.presence_points = int(v)?,
             _ => return None,
         }
     }
@@ -140,7 +159,8 @@ fn decode(op: &str, args: &Value) -> Option<Op> {
     let a = args.as_object()?;
     let allowed: &[&str] = match op {
         "tick" | "pause" | "resume" => &[],
-        "join" => &["signer", "p2p_identity"],
+        "join" => &["signer", "p2p_identity", "identity"],
+        "settle" => &["index"],
         "withdraw" => &["signer"],
         "warmup_witness" => &["signer", "index"],
         "witness" => &[
@@ -167,7 +187,15 @@ fn decode(op: &str, args: &Value) -> Option<Op> {
         "tick" => Op::Tick,
         "pause" => Op::Pause,
         "resume" => Op::Resume,
-        "join" => Op::Join(key(g("signer")?)?, key(g("p2p_identity")?)?),
+        "join" => Op::Join(
+            key(g("signer")?)?,
+            key(g("p2p_identity")?)?,
+            match g("identity") {
+                None => None,
+                Some(v) => Some(key(v)?),
+            },
+        ),
+        "settle" => Op::Settle(int(g("index")?)?),
         "withdraw" => Op::Withdraw(key(g("signer")?)?),
         "warmup_witness" => Op::WarmupWitness(key(g("signer")?)?, int(g("index")?)?),
         "witness" => Op::Witness(
@@ -230,7 +258,8 @@ fn decode(op: &str, args: &Value) -> Option<Op> {
 fn apply_core(s: &mut CoordinatorState, now: u64, op: &Op) -> Result<(), CoordinatorError> {
     match op {
         Op::Tick => core_sm::tick(s, now),
-        Op::Join(k, p) => core_sm::join(s, now, k, p),
+        Op::Join(k, p, id) => core_sm::join(s, now, k, p, id.as_ref().map(|i| &i[..])),
+        Op::Settle(i) => core_sm::settle(s, now, *i),
         Op::Withdraw(k) => core_sm::withdraw(s, now, k),
         Op::WarmupWitness(k, i) => core_sm::warmup_witness(s, now, k, *i),
         Op::Witness(k, i, st, pb, bb, m, h) => core_sm::witness(s, now, k, *i, *st, pb, bb, m, h),
@@ -250,11 +279,21 @@ fn apply_core(s: &mut CoordinatorState, now: u64, op: &Op) -> Result<(), Coordin
     }
 }
 
-fn instruction_for(env: &Env, run: &Run, authority: &Pubkey, op: &Op) -> Instruction {
+/// `settle_identity`: the identity whose contributor account a `settle` step passes (the
+/// slot's, or for an index past the clients any existing contributor's: the core refuses the
+/// index first).
+fn instruction_for(
+    env: &Env,
+    run: &Run,
+    authority: &Pubkey,
+    op: &Op,
+    settle_identity: &Pubkey,
+) -> Instruction {
     let key = |k: &[u8; 32]| Pubkey::new_from_array(*k);
     match op {
         Op::Tick => run.tick(&env.payer.pubkey()),
-        Op::Join(k, p) => run.join_run(&key(k), None, *p),
+        Op::Join(k, p, id) => run.join_run_as(&key(k), None, *p, &key(&id.unwrap_or(*k))),
+        Op::Settle(i) => run.settle_points(&env.payer.pubkey(), *i, settle_identity),
         Op::Withdraw(k) => run.withdraw(&key(k)),
         Op::WarmupWitness(k, i) => run.warmup_witness(&key(k), *i),
         Op::Witness(k, i, st, pb, bb, m, h) => {
@@ -314,6 +353,7 @@ fn conformance_vectors_replayed_as_instructions() {
     // the program's `msg!` prints natively: keep --nocapture output to the summary
     let quiet = QuietStdout::new();
     let (mut steps, mut sent, mut ticked) = (0usize, 0usize, 0usize);
+    let (mut settled, mut delegations) = (0usize, 0usize);
     // One chain for every vector (a new one costs more than a vector's steps): each vector
     // has its own run id, so its own instance and coordinator account.
     let mut env = Env::new();
@@ -381,6 +421,10 @@ fn conformance_vectors_replayed_as_instructions() {
             "{name}: initial state"
         );
         let mut model = StateBuf::from_state_bytes(vector.bytes());
+        // this run's identity -> the delegates its contributor account lists; funded signers
+        let mut delegates: BTreeMap<Pubkey, Vec<Pubkey>> = BTreeMap::new();
+        let mut funded: BTreeSet<Pubkey> = BTreeSet::new();
+        let mut payer_contributor = false;
 
         for (i, step) in v["steps"].as_array().unwrap().iter().enumerate() {
             steps += 1;
@@ -421,7 +465,38 @@ fn conformance_vectors_replayed_as_instructions() {
             }
             // 3. the program
             env.now = now as i64;
-            let ix = instruction_for(&env, &run, &a, &op);
+            let settle_identity = match &op {
+                Op::Join(k, _, id) => {
+                    let signer = Pubkey::new_from_array(*k);
+                    if funded.insert(signer) {
+                        env.chain.airdrop(&signer, 10 * SOL).unwrap();
+                    }
+                    let identity = Pubkey::new_from_array(id.unwrap_or(*k));
+                    let listed = delegates.entry(identity).or_default();
+                    if identity != signer && !listed.contains(&signer) {
+                        // the identity (signer flag taken as given) lists the signer
+                        listed.push(signer);
+                        let ix = run.set_delegates(&payer, &identity, listed.clone());
+                        send_unsigned(&mut env, ix).expect("set_delegates");
+                        delegations += 1;
+                    }
+                    identity
+                }
+                Op::Settle(index) => match before.get().clients().get(*index as usize) {
+                    Some(c) => Pubkey::new_from_array(c.identity),
+                    None => {
+                        // no slot: any contributor account passes the accounts' checks
+                        if !payer_contributor {
+                            let ix = run.set_delegates(&payer, &payer, vec![]);
+                            send_unsigned(&mut env, ix).expect("set_delegates");
+                            payer_contributor = true;
+                        }
+                        payer
+                    }
+                },
+                _ => payer,
+            };
+            let ix = instruction_for(&env, &run, &a, &op, &settle_identity);
             let got = send_unsigned(&mut env, ix);
             sent += 1;
             assert_eq!(
@@ -433,12 +508,57 @@ fn conformance_vectors_replayed_as_instructions() {
                 env.state(&run.account).bytes() == model.bytes(),
                 "{name} step {i} ({op:?}): program state"
             );
+            // 4. an accepted settle: what moved, and the contributor account after it
+            if let (Op::Settle(index), Ok(())) = (&op, got) {
+                let moved = core_sm::pending_credit(before.get(), *index).unwrap();
+                let credited = &expect["credited"];
+                assert_eq!(
+                    (
+                        hex::encode(moved.identity),
+                        moved.presence,
+                        moved.sequences
+                    ),
+                    (
+                        credited["identity"].as_str().unwrap().to_string(),
+                        credited["presence"].as_u64().unwrap(),
+                        credited["sequences"].as_u64().unwrap()
+                    ),
+                    "{name} step {i}: credited"
+                );
+                let data = env.data(&run.contributor(&settle_identity));
+                let c = Contributor::try_deserialize(&mut &data[..]).unwrap();
+                let e = &expect["entry"];
+                let want = |k: &str| e[k].as_u64().unwrap();
+                assert_eq!(
+                    (
+                        hex::encode(c.identity),
+                        c.presence_rounds,
+                        c.sequences,
+                        c.tokens,
+                        c.token_carry,
+                        c.presence_points,
+                        c.compute_points
+                    ),
+                    (
+                        e["identity"].as_str().unwrap().to_string(),
+                        want("presence_rounds"),
+                        want("sequences"),
+                        want("tokens"),
+                        want("token_carry"),
+                        want("presence_points"),
+                        want("compute_points")
+                    ),
+                    "{name} step {i}: contributor account"
+                );
+                settled += 1;
+            }
         }
     }
     drop(quiet);
     println!(
-        "replayed {} vectors: {steps} steps, {sent} sent as instructions, {ticked} changed by the tick after a client operation",
+        "replayed {} vectors: {steps} steps, {sent} sent as instructions, {ticked} changed by the tick after a client operation, {settled} settles checked against the contributor account, {delegations} delegations set",
         files.len()
     );
     assert!(sent > steps / 2);
+    assert!(settled > 0 && delegations > 0);
 }

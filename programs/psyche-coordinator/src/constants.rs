@@ -6,3 +6,6 @@ pub const COORDINATOR_SEED: &[u8] = b"coordinator";
 /// Seed prefix of the [`JoinAuthorization`](crate::JoinAuthorization) PDA:
 /// `["authorization", instance, grantee]`.
 pub const AUTHORIZATION_SEED: &[u8] = b"authorization";
+/// Seed prefix of the [`Contributor`](crate::Contributor) PDA:
+/// `["contributor", instance, identity]`.
+pub const CONTRIBUTOR_SEED: &[u8] = b"contributor";

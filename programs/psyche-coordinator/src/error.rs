@@ -71,6 +71,10 @@ pub enum CoordinatorProgramError {
     WrongPhase = 24,
     #[msg("the synced step and parameter hash are not the pair the witnesses agreed on")]
     SyncHashMismatch = 25,
+    #[msg("client slots hold unsettled points: settle them first")]
+    PointsUnsettled = 26,
+    #[msg("the client slot holds no unsettled points")]
+    NothingToSettle = 27,
 
     // ---- program errors (6100..)
     #[msg("an authorization was granted to another signer")]
@@ -95,6 +99,12 @@ pub enum CoordinatorProgramError {
     RunIdInvalidLength = 109,
     #[msg("only a halted run (Uninitialized, Paused or Finished) can be freed")]
     CloseNotHalted = 110,
+    #[msg("the signer is not a delegate of the contributor identity it joins as")]
+    NotADelegate = 111,
+    #[msg("a contributor lists at most 8 delegates")]
+    TooManyDelegates = 112,
+    #[msg("the contributor account is not the client slot's identity's")]
+    WrongContributor = 113,
 }
 
 impl From<CoordinatorError> for CoordinatorProgramError {
@@ -127,6 +137,8 @@ impl From<CoordinatorError> for CoordinatorProgramError {
             C::RunFull => Self::RunFull,
             C::WrongPhase => Self::WrongPhase,
             C::SyncHashMismatch => Self::SyncHashMismatch,
+            C::PointsUnsettled => Self::PointsUnsettled,
+            C::NothingToSettle => Self::NothingToSettle,
         }
     }
 }
@@ -134,7 +146,7 @@ impl From<CoordinatorError> for CoordinatorProgramError {
 impl CoordinatorProgramError {
     /// The program's own errors (codes 6100..), in code order: the core's are
     /// `CoordinatorError::ALL` through `From`.
-    pub const OWN: [Self; 11] = [
+    pub const OWN: [Self; 14] = [
         Self::SignerMismatch,
         Self::NotAuthority,
         Self::NotJoinAuthority,
@@ -146,6 +158,9 @@ impl CoordinatorProgramError {
         Self::AccountAlreadyInitialized,
         Self::RunIdInvalidLength,
         Self::CloseNotHalted,
+        Self::NotADelegate,
+        Self::TooManyDelegates,
+        Self::WrongContributor,
     ];
 
     /// The on-chain error code (`ProgramError::Custom`): 6000 + the discriminant.

@@ -45,12 +45,14 @@ pub mod logic {
     pub use crate::instructions::free_coordinator::check_free;
     pub use crate::instructions::health_check::health_check;
     pub use crate::instructions::init_coordinator::{check_run_id_length, init_account_data};
-    pub use crate::instructions::join_run::{check_join_permission, join_run};
+    pub use crate::instructions::join_run::{check_delegate, check_join_permission, join_run};
     pub use crate::instructions::resync::resync;
     pub use crate::instructions::run_accounts::{
         check_layout, layout_version_of, now_from_unix_timestamp,
     };
+    pub use crate::instructions::set_delegates::check_delegates;
     pub use crate::instructions::set_paused::set_paused;
+    pub use crate::instructions::settle_points::{credit_contributor, settle_points};
     pub use crate::instructions::synced::synced;
     pub use crate::instructions::tick::tick;
     pub use crate::instructions::update::update;
@@ -100,9 +102,14 @@ pub mod psyche_coordinator {
         set_paused::handler(ctx, paused)
     }
 
-    /// The signer joins the next epoch with its p2p identity; then tick.
-    pub fn join_run(ctx: Context<JoinRunAccounts>, p2p_identity: [u8; 32]) -> Result<()> {
-        join_run::handler(ctx, p2p_identity)
+    /// The signer joins the next epoch with its p2p identity, its points going to `identity`
+    /// (itself, or an identity listing it as a delegate: `NotADelegate`); then tick.
+    pub fn join_run(
+        ctx: Context<JoinRunAccounts>,
+        p2p_identity: [u8; 32],
+        identity: Pubkey,
+    ) -> Result<()> {
+        join_run::handler(ctx, p2p_identity, identity)
     }
 
     /// Anyone: advance the state machine by the clock (`Halted` when halted).
@@ -201,5 +208,17 @@ pub mod psyche_coordinator {
     /// then tick.
     pub fn resync(ctx: Context<PermissionlessCoordinatorAccounts>, index: u32) -> Result<()> {
         resync::handler(ctx, index)
+    }
+
+    /// The identity (signer) lists the node keys that may join as it (at most 8:
+    /// `TooManyDelegates`), creating its contributor account if needed.
+    pub fn set_delegates(ctx: Context<SetDelegates>, delegates: Vec<Pubkey>) -> Result<()> {
+        set_delegates::handler(ctx, delegates)
+    }
+
+    /// Anyone: moves the points client slot `index` holds into its identity's contributor
+    /// account (`WrongContributor` for another identity's, `NothingToSettle`); then tick.
+    pub fn settle_points(ctx: Context<SettlePoints>, index: u32, identity: Pubkey) -> Result<()> {
+        settle_points::handler(ctx, index, identity)
     }
 }

@@ -5,8 +5,8 @@ use anchor_lang::prelude::Pubkey;
 use anchor_lang::{AnchorSerialize, Discriminator};
 use psyche_coordinator::logic;
 use psyche_coordinator::{
-    CoordinatorAccount, CoordinatorInstance, CoordinatorProgramError as PE, JoinAuthorization,
-    RunConfigParams,
+    Contributor, CoordinatorAccount, CoordinatorInstance, CoordinatorProgramError as PE,
+    JoinAuthorization, RunConfigParams,
 };
 use psyche_coordinator_core::{
     self as core_sm, CheckpointArgs, ClientPhase, CoordinatorError, CoordinatorState, RunConfig,
@@ -58,14 +58,40 @@ fn discriminators_are_anchors() {
         JoinAuthorization::DISCRIMINATOR,
         disc("account:JoinAuthorization")
     );
+    assert_eq!(Contributor::DISCRIMINATOR, disc("account:Contributor"));
+}
+
+#[test]
+fn contributor_account_layout() {
+    // bump, instance, identity, 4 + 8 delegates, six u64s
+    assert_eq!(Contributor::SPACE, 8 + 1 + 32 + 32 + 4 + 8 * 32 + 6 * 8);
+    let c = Contributor {
+        bump: 7,
+        coordinator_instance: Pubkey::new_from_array([1; 32]),
+        identity: Pubkey::new_from_array([2; 32]),
+        delegates: vec![Pubkey::new_from_array([3; 32])],
+        presence_rounds: 4,
+        sequences: 5,
+        tokens: 6,
+        token_carry: 7,
+        presence_points: 8,
+        compute_points: 9,
+    };
+    let mut data = Contributor::DISCRIMINATOR.to_vec();
+    data.extend(c.try_to_vec().unwrap());
+    // the offsets getProgramAccounts filters use
+    let at = Contributor::INSTANCE_OFFSET;
+    assert_eq!(&data[at..at + 32], &[1; 32]);
+    let at = Contributor::IDENTITY_OFFSET;
+    assert_eq!(&data[at..at + 32], &[2; 32]);
 }
 
 #[test]
 fn coordinator_account_is_the_core_state() {
-    assert_eq!(core::mem::size_of::<CoordinatorAccount>(), 137_984);
+    assert_eq!(core::mem::size_of::<CoordinatorAccount>(), 162_592);
     assert_eq!(core::mem::size_of::<CoordinatorAccount>(), STATE_SIZE);
     assert_eq!(core::mem::align_of::<CoordinatorAccount>(), 8);
-    assert_eq!(CoordinatorAccount::SPACE, 137_992);
+    assert_eq!(CoordinatorAccount::SPACE, 162_600);
     // the view is the same memory
     let mut words = vec![0u64; STATE_SIZE / 8];
     let account: &mut CoordinatorAccount =
@@ -134,19 +160,28 @@ fn run_config_params_round_trip() {
         checkpointer_percent: 15,
         waiting_for_members_extra_time: 16,
         sync_warmup_rounds: 20,
+        flops_per_token: 21,
+        tokens_per_compute_point: 22,
+        points_cap: 23,
+        presence_points: 24,
+        _pad: [0; 4],
     };
     assert_eq!(RunConfigParams::from_core(&c).to_core(), c);
-    // borsh: the 80 canonical bytes (no padding), in the same order
+    // borsh: the 112 canonical bytes without the 4 bytes of padding at their end, in order
     let borsh = RunConfigParams::from_core(&c).try_to_vec().unwrap();
-    assert_eq!(borsh, bytemuck::bytes_of(&c));
+    assert_eq!(borsh, &bytemuck::bytes_of(&c)[..108]);
 }
 
 #[test]
 fn the_prologue_refuses_another_layout_version_before_the_size() {
     let mut data = vec![0u8; CoordinatorAccount::SPACE];
-    data[8 + 92..8 + 96].copy_from_slice(&3u32.to_le_bytes());
-    assert_eq!(logic::layout_version_of(&data), Some(3));
+    data[8 + 92..8 + 96].copy_from_slice(&4u32.to_le_bytes());
+    assert_eq!(logic::layout_version_of(&data), Some(4));
     assert_eq!(logic::check_layout(&data), Ok(()));
+    // version 3 had no points and was 24,608 bytes shorter
+    let mut v3 = vec![0u8; 8 + 137_984];
+    v3[8 + 92..8 + 96].copy_from_slice(&3u32.to_le_bytes());
+    assert_eq!(logic::check_layout(&v3), Err(PE::LayoutVersionMismatch));
     // version 2 had no client phases and was 128 bytes shorter
     let mut v2 = vec![0u8; 8 + 137_856];
     v2[8 + 92..8 + 96].copy_from_slice(&2u32.to_le_bytes());
@@ -157,10 +192,10 @@ fn the_prologue_refuses_another_layout_version_before_the_size() {
     assert_eq!(logic::check_layout(&data), Err(PE::LayoutVersionMismatch));
     let v1 = vec![0u8; 8 + 133_640];
     assert_eq!(logic::check_layout(&v1), Err(PE::LayoutVersionMismatch));
-    data[8 + 92..8 + 96].copy_from_slice(&4u32.to_le_bytes());
+    data[8 + 92..8 + 96].copy_from_slice(&5u32.to_le_bytes());
     assert_eq!(logic::check_layout(&data), Err(PE::LayoutVersionMismatch));
     // this version at another size; too short to hold a version
-    data[8 + 92..8 + 96].copy_from_slice(&3u32.to_le_bytes());
+    data[8 + 92..8 + 96].copy_from_slice(&4u32.to_le_bytes());
     data.push(0);
     assert_eq!(logic::check_layout(&data), Err(PE::AccountIncorrectSize));
     assert_eq!(logic::layout_version_of(&data[..99]), None);
@@ -212,6 +247,9 @@ fn program_errors_follow_the_core_codes() {
         "AccountIncorrectSize",
         "RunIdInvalidLength",
         "CloseNotHalted",
+        "NotADelegate",
+        "TooManyDelegates",
+        "WrongContributor",
     ] {
         assert!(names.iter().any(|n| n == required), "{required}");
     }
@@ -297,17 +335,17 @@ fn client_operations_tick_after_success_only() {
     logic::set_paused(b.s(), t0, false).unwrap();
     let (alice, bob) = (Pubkey::new_unique(), Pubkey::new_unique());
     // joining before the grace time: no transition
-    logic::join_run(b.s(), t0 + 1, &alice, &[1; 32]).unwrap();
+    logic::join_run(b.s(), t0 + 1, &alice, &[1; 32], &alice).unwrap();
     assert_eq!(b.s().run_state(), RunState::WaitingForMembers);
     // a failed operation does not tick, even when a tick would start the epoch
     let before = bytemuck::bytes_of(b.s()).to_vec();
     assert_eq!(
-        logic::join_run(b.s(), t0 + 5, &alice, &[1; 32]),
+        logic::join_run(b.s(), t0 + 5, &alice, &[1; 32], &alice),
         Err(PE::AlreadyJoined)
     );
     assert!(bytemuck::bytes_of(b.s()) == &before[..]);
     // a successful one ticks: the epoch starts at once
-    logic::join_run(b.s(), t0 + 5, &bob, &[2; 32]).unwrap();
+    logic::join_run(b.s(), t0 + 5, &bob, &[2; 32], &bob).unwrap();
     assert_eq!(b.s().run_state(), RunState::Warmup);
     assert_eq!(b.s().clients().len(), 2);
     // warmup witnesses from both: training starts (by the operation itself)
@@ -330,11 +368,11 @@ fn synced_and_resync_are_the_core_operations() {
     let t0 = 1_000;
     logic::set_paused(b.s(), t0, false).unwrap();
     let (alice, carol) = (Pubkey::new_unique(), Pubkey::new_unique());
-    logic::join_run(b.s(), t0 + 5, &alice, &[1; 32]).unwrap();
+    logic::join_run(b.s(), t0 + 5, &alice, &[1; 32], &alice).unwrap();
     logic::warmup_witness(b.s(), t0 + 6, &alice, 0).unwrap();
     assert_eq!(b.s().run_state(), RunState::RoundTrain);
     // a join mid-epoch: queued, then syncing at once (a free slot)
-    logic::join_run(b.s(), t0 + 6, &carol, &[3; 32]).unwrap();
+    logic::join_run(b.s(), t0 + 6, &carol, &[3; 32], &carol).unwrap();
     assert_eq!(b.s().clients()[1].phase(), ClientPhase::Syncing);
     // nothing is agreed yet: refused, and nothing written (no tick either)
     let before = bytemuck::bytes_of(b.s()).to_vec();
@@ -364,8 +402,9 @@ fn halted_runs_only_tick_with_an_error() {
     let mut b = fresh_run(&quick_config());
     assert_eq!(logic::tick(b.s(), 5), Err(PE::Halted));
     // a join on an Uninitialized run is accepted; the tick's Halted is ignored
+    let stranger = Pubkey::new_unique();
     assert_eq!(
-        logic::join_run(b.s(), 5, &Pubkey::new_unique(), &[0; 32]),
+        logic::join_run(b.s(), 5, &stranger, &[0; 32], &stranger),
         Ok(())
     );
     assert_eq!(b.s().pending().len(), 1);
@@ -446,4 +485,99 @@ fn join_permission_rules() {
     instance.permissionless = true;
     assert_eq!(check(&instance, None), Ok(()));
     assert_eq!(check(&instance, Some(&auth(other, other))), Ok(()));
+}
+
+// ---------------------------------------------------------------- points
+
+fn contributor(identity: Pubkey, delegates: Vec<Pubkey>) -> Contributor {
+    Contributor {
+        bump: 1,
+        coordinator_instance: Pubkey::new_unique(),
+        identity,
+        delegates,
+        presence_rounds: 0,
+        sequences: 0,
+        tokens: 0,
+        token_carry: 0,
+        presence_points: 0,
+        compute_points: 0,
+    }
+}
+
+#[test]
+fn delegates_rules() {
+    let (id, node, stranger) = (
+        Pubkey::new_unique(),
+        Pubkey::new_unique(),
+        Pubkey::new_unique(),
+    );
+    let c = contributor(id, vec![node]);
+    assert_eq!(logic::check_delegate(&c, &id, &id), Ok(()));
+    assert_eq!(logic::check_delegate(&c, &node, &id), Ok(()));
+    assert_eq!(
+        logic::check_delegate(&c, &stranger, &id),
+        Err(PE::NotADelegate)
+    );
+    assert_eq!(logic::check_delegates(&[node; 8]), Ok(()));
+    assert_eq!(
+        logic::check_delegates(&[node; 9]),
+        Err(PE::TooManyDelegates)
+    );
+}
+
+#[test]
+fn settle_points_moves_a_slot_into_its_contributor_and_ticks() {
+    let mut b = fresh_run(&quick_config());
+    let t0 = 1_000;
+    logic::set_paused(b.s(), t0, false).unwrap();
+    let (alice, id) = (Pubkey::new_unique(), Pubkey::new_unique());
+    logic::join_run(b.s(), t0 + 5, &alice, &[1; 32], &id).unwrap();
+    assert_eq!(b.s().run_state(), RunState::Warmup);
+    assert_eq!(b.s().clients()[0].identity, id.to_bytes());
+    // nothing earned yet
+    assert_eq!(
+        logic::settle_points(b.s(), t0 + 5, 0, &id),
+        Err(PE::NothingToSettle)
+    );
+    assert_eq!(
+        logic::settle_points(b.s(), t0 + 5, 1, &id),
+        Err(PE::InvalidClientIndex)
+    );
+    // a round present (the core credits it at the round's end), then pause: Cooldown, Paused
+    b.s().clients[0].presence = 3;
+    assert_eq!(
+        logic::settle_points(b.s(), t0 + 5, 0, &alice),
+        Err(PE::WrongContributor)
+    );
+    let (moved, config) = logic::settle_points(b.s(), t0 + 5, 0, &id).unwrap();
+    assert_eq!((moved.presence, moved.sequences), (3, 0));
+    assert!(!b.s().clients()[0].unsettled());
+    let mut entry = contributor(id, vec![alice]);
+    logic::credit_contributor(&mut entry, &moved, &config).unwrap();
+    assert_eq!((entry.presence_rounds, entry.presence_points), (3, 3));
+    // another identity's credit is refused by the core
+    let mut other = contributor(alice, vec![]);
+    assert_eq!(
+        logic::credit_contributor(&mut other, &moved, &config),
+        Err(PE::InvalidOperation)
+    );
+}
+
+#[test]
+fn the_last_settle_starts_the_epoch() {
+    let mut b = fresh_run(&quick_config());
+    let t0 = 1_000;
+    logic::set_paused(b.s(), t0, false).unwrap();
+    let alice = Pubkey::new_unique();
+    logic::join_run(b.s(), t0 + 5, &alice, &[1; 32], &alice).unwrap();
+    assert_eq!(b.s().run_state(), RunState::Warmup);
+    // back to WaitingForMembers with a slot holding points and a joiner waiting
+    logic::withdraw(b.s(), t0 + 6, &alice).unwrap();
+    assert_eq!(b.s().run_state(), RunState::WaitingForMembers);
+    b.s().clients[0].presence = 1;
+    logic::join_run(b.s(), t0 + 20, &alice, &[1; 32], &alice).unwrap();
+    assert_eq!(b.s().run_state(), RunState::WaitingForMembers);
+    assert_eq!(core_sm::tick_deadline(b.s()), None);
+    logic::settle_points(b.s(), t0 + 20, 0, &alice).unwrap();
+    assert_eq!(b.s().run_state(), RunState::Warmup);
 }

@@ -115,6 +115,17 @@ pub fn assign_batches(config: &RunConfig, rnd: &Round, out: &mut [Option<BatchId
     count
 }
 
+/// Calls `f(client_index, batch)` for every trainer with a non-empty share of the round's
+/// batch, in shuffled order (`assign_batches` without the caller's 6 KiB table).
+pub fn for_each_batch(config: &RunConfig, rnd: &Round, mut f: impl FnMut(usize, BatchId)) {
+    let shares = Shares::of(config, rnd);
+    for i in 0..shares.n {
+        if let Some(b) = shares.batch_at(i) {
+            f(shares.order[i] as usize, b);
+        }
+    }
+}
+
 /// The batch of one client in a round (`assign_batches(...).get(client_index)`).
 pub fn batch_for(config: &RunConfig, rnd: &Round, client_index: usize) -> Option<BatchId> {
     let shares = Shares::of(config, rnd);

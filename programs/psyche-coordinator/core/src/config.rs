@@ -1,10 +1,10 @@
-//! RunConfig (`config.py`): every knob of a run, stored in the canonical layout (80 bytes,
-//! `CONFIG_FORMAT = "<QQQQQQIIIHHHHHHHHBBBB"`).
+//! RunConfig (`config.py`): every knob of a run, stored in the canonical layout (112 bytes,
+//! `CONFIG_FORMAT = "<QQQQQQIIIHHHHHHHHBBBBQQQI4x"`).
 
 use bytemuck::{Pod, Zeroable};
 
 use crate::constants::{
-    MAX_CLIENTS, MAX_SYNC_WARMUP_ROUNDS, MAX_TIME_SECONDS, MAX_WARMUP_TOKENS, MAX_WITNESSES,
+    MAX_CLIENTS, MAX_FLOPS_PER_TOKEN, MAX_SYNC_WARMUP_ROUNDS, MAX_TIME_SECONDS, MAX_WARMUP_TOKENS, MAX_WITNESSES,
 };
 use crate::error::CoordinatorError;
 
@@ -56,6 +56,15 @@ pub struct RunConfig {
     pub waiting_for_members_extra_time: u8,
     /// K: rounds a synced client trains before its results count (at most 32).
     pub sync_warmup_rounds: u8,
+    /// Training FLOPs per token, from the model's shape (0: unknown); a display figure.
+    pub flops_per_token: u64,
+    /// Tokens trained and vouched for that earn one compute point (at least 1).
+    pub tokens_per_compute_point: u64,
+    /// The most points one identity may earn in the run; 0 = no cap.
+    pub points_cap: u64,
+    /// Points for every round a client is present, in any phase.
+    pub presence_points: u32,
+    pub _pad: [u8; 4],
 }
 
 const _: () = assert!(core::mem::size_of::<RunConfig>() == crate::constants::CONFIG_SIZE);
@@ -91,6 +100,11 @@ impl RunConfig {
         checkpointer_percent: 0,
         waiting_for_members_extra_time: 3,
         sync_warmup_rounds: 2,
+        flops_per_token: 0,
+        tokens_per_compute_point: 1_000_000,
+        points_cap: 0,
+        presence_points: 1,
+        _pad: [0; 4],
     };
 
     /// The same rules as `RunConfig.validate`; every violation is `InvalidConfig`.
@@ -120,7 +134,9 @@ impl RunConfig {
             && (self.init_min_clients..=MAX_CLIENTS as u16).contains(&self.max_clients)
             && (self.max_syncing as usize) <= MAX_CLIENTS
             && self.checkpoint_interval <= self.kept_rounds as u32
-            && self.sync_warmup_rounds <= MAX_SYNC_WARMUP_ROUNDS;
+            && self.sync_warmup_rounds <= MAX_SYNC_WARMUP_ROUNDS
+            && self.flops_per_token <= MAX_FLOPS_PER_TOKEN
+            && self.tokens_per_compute_point >= 1;
         if ok {
             Ok(())
         } else {
@@ -136,7 +152,7 @@ mod tests {
     #[test]
     fn default_is_valid_and_ranges_are_enforced() {
         assert_eq!(RunConfig::DEFAULT.validate(), Ok(()));
-        let bad: [fn(&mut RunConfig); 23] = [
+        let bad: [fn(&mut RunConfig); 25] = [
             |c| c.epoch_time = 0,
             |c| c.epoch_time = MAX_TIME_SECONDS + 1,
             |c| c.warmup_time = c.epoch_time,
@@ -163,6 +179,8 @@ mod tests {
                 c.kept_rounds = 64
             },
             |c| c.sync_warmup_rounds = 33,
+            |c| c.flops_per_token = MAX_FLOPS_PER_TOKEN + 1,
+            |c| c.tokens_per_compute_point = 0,
         ];
         for (i, f) in bad.iter().enumerate() {
             let mut c = RunConfig::DEFAULT;
@@ -192,6 +210,10 @@ mod tests {
         c.max_clients = 256;
         c.max_syncing = 256;
         c.sync_warmup_rounds = 32;
+        c.flops_per_token = MAX_FLOPS_PER_TOKEN;
+        c.tokens_per_compute_point = u64::MAX;
+        c.points_cap = u64::MAX;
+        c.presence_points = u32::MAX;
         assert_eq!(c.validate(), Ok(()));
         // and lower edges
         let mut c = RunConfig::DEFAULT;

@@ -18,8 +18,9 @@ pub const ZERO_HASH: [u8; PARAM_HASH_LEN] = [0; PARAM_HASH_LEN];
 /// change to the canonical bytes: code meeting another version stops (`LayoutVersionMismatch`)
 /// instead of misreading the fields. 1: the layout before the version existed (those 4 bytes
 /// were zero padding); 2: parameter hashes; 3: client phases (join mid-epoch, sync) and the
-/// warming mask of a round.
-pub const LAYOUT_VERSION: u32 = 3;
+/// warming mask of a round; 4: points (each client's identity and unsettled presence and
+/// sequences, the points settings).
+pub const LAYOUT_VERSION: u32 = 4;
 /// Where `layout_version` (u32 LE) sits in every layout from version 2 on.
 pub const VERSION_OFFSET: usize = 92;
 /// Signer and p2p identity keys.
@@ -41,6 +42,10 @@ pub const MAX_SYNC_WARMUP_ROUNDS: u8 = 32;
 pub const MAX_WARMUP_TOKENS: u64 = 1 << 44;
 /// Any single duration in the config.
 pub const MAX_TIME_SECONDS: u64 = 1 << 32;
+/// 280 TFLOPs per token: a model of ~47 trillion parameters.
+pub const MAX_FLOPS_PER_TOKEN: u64 = 1 << 48;
+/// Node keys that may act for one contributor identity (the contributor account's list).
+pub const MAX_DELEGATES: usize = 8;
 /// `now` must be below this (`apply` in coordinator.py).
 pub const MAX_TIME: u64 = 1 << 63;
 
@@ -55,13 +60,13 @@ pub const VERIFY_SEED_XOR: u64 = 0x5645_5249_4659_0000;
 
 /// Byte sizes of the canonical layout (`canonical.py`).
 pub const HEADER_SIZE: usize = 96;
-pub const CONFIG_SIZE: usize = 80;
+pub const CONFIG_SIZE: usize = 112;
 /// checkpoint_hash, param_hash, due_hash, their three steps and 4 bytes of padding.
 pub const HASHES_SIZE: usize = 3 * PARAM_HASH_LEN + 16;
-pub const CLIENT_SIZE: usize = 72;
+pub const CLIENT_SIZE: usize = 120;
 pub const WITNESS_SIZE: usize = 784;
 pub const ROUND_SIZE: usize = 25_176;
-pub const STATE_SIZE: usize = 137_984;
+pub const STATE_SIZE: usize = 162_592;
 
 pub const CONFIG_OFFSET: usize = HEADER_SIZE;
 pub const REPO_OFFSET: usize = CONFIG_OFFSET + CONFIG_SIZE;
@@ -71,6 +76,6 @@ pub const PENDING_OFFSET: usize = CLIENTS_OFFSET + MAX_CLIENTS * CLIENT_SIZE;
 pub const ROUNDS_OFFSET: usize = PENDING_OFFSET + MAX_CLIENTS * CLIENT_SIZE;
 
 const _: () = assert!(BLOOM_BITS == 2824 && BLOOM_BYTES == BLOOM_BITS / 8 + 3);
-const _: () = assert!(REPO_OFFSET == 176 && HASHES_OFFSET == 304 && CLIENTS_OFFSET == 416);
+const _: () = assert!(REPO_OFFSET == 208 && HASHES_OFFSET == 336 && CLIENTS_OFFSET == 448);
 const _: () = assert!(VERSION_OFFSET + 4 == HEADER_SIZE);
 const _: () = assert!(ROUNDS_OFFSET + NUM_STORED_ROUNDS * ROUND_SIZE == STATE_SIZE);

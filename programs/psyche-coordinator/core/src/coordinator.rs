@@ -10,7 +10,7 @@
 //! code. `now >= 2^63` is `InvalidOperation`, as in `apply`; then a state of another layout
 //! version is `LayoutVersionMismatch` (also `apply`), before the operation's own checks.
 
-use crate::assignment::{batch_mask, round_batch_size};
+use crate::assignment::{batch_mask, for_each_batch, round_batch_size};
 use crate::bloom::{check_bloom_bytes, count_containing};
 use crate::committee::{
     expected_witnesses, is_checkpointer, is_witness, param_quorum, witness_quorum,
@@ -212,10 +212,13 @@ fn start_epoch(s: &mut CoordinatorState, now: u64) {
         s.clients[i] = Client {
             signer: p.signer,
             p2p_identity: p.p2p_identity,
+            identity: p.identity,
             state: ClientState::Healthy as u8,
             phase: ClientPhase::Active as u8,
             _pad: [0; 2],
             since: step,
+            presence: 0,
+            sequences: 0,
         };
         zero(&mut s.pending[i]);
     }
@@ -301,7 +304,53 @@ fn start_round_train(s: &mut CoordinatorState, now: u64) {
     change_state(s, now, RunState::RoundTrain);
 }
 
+/// `_credit_round`: points for the round that ends. Presence for every healthy client in any
+/// phase, and compute for the sequences of the round before it whose results this round's
+/// witnesses vouch for (a witness quorum received them; warming-up trainers included). A slot
+/// holds them (saturating u64) until they are settled into its identity's entry.
+fn credit_round(s: &mut CoordinatorState) {
+    let n = s.clients().len();
+    for c in s.clients[..n].iter_mut() {
+        if c.is_healthy() {
+            c.presence = c.presence.saturating_add(1);
+        }
+    }
+    let head = s.head();
+    let Some(trained) = s.round_back(1) else {
+        return;
+    };
+    let cur = &s.rounds[head];
+    if !s.round_trains(trained) || cur.witnesses().is_empty() {
+        return;
+    }
+    let elected = expected_witnesses(s.config.witness_nodes, cur.participant_total());
+    let quorum = witness_quorum(elected);
+    // the round before the current one is another ring slot: read it and the current round
+    // while the clients are written (disjoint fields of the state)
+    let CoordinatorState {
+        config,
+        clients,
+        rounds,
+        header,
+        ..
+    } = s;
+    let trained_at = (head + NUM_STORED_ROUNDS - 1) % NUM_STORED_ROUNDS;
+    let (trained, cur) = (&rounds[trained_at], &rounds[head]);
+    let len = (header.clients_len as usize).min(MAX_CLIENTS);
+    for_each_batch(config, trained, |index, batch| {
+        if index >= len {
+            return; // never: a round's participants are clients of its epoch
+        }
+        let c = &mut clients[index];
+        // each trainer's key is hashed once (count_containing), as trainer_score does
+        if trainer_score(cur, &c.signer) >= quorum {
+            c.sequences = c.sequences.saturating_add(batch.len());
+        }
+    });
+}
+
 fn end_round(s: &mut CoordinatorState, now: u64) {
+    credit_round(s);
     s.header.first_round = 0;
     s.header.step += 1;
     let cur = s.current_round();
@@ -403,7 +452,9 @@ pub fn tick(s: &mut CoordinatorState, now: u64) -> Result {
     let cfg = s.config;
     match st {
         RunState::WaitingForMembers => {
+            // the new epoch reuses the slots: the points they hold are settled first
             if s.pending().len() >= cfg.init_min_clients as usize
+                && s.unsettled_count() == 0
                 && timed_out(s, now, cfg.waiting_for_members_extra_time as u64)
             {
                 start_epoch(s, now);
@@ -474,10 +525,22 @@ fn joins_mid_epoch(s: &CoordinatorState, signer: &[u8; KEY_LEN]) -> bool {
 /// Join the run. During an epoch's Warmup or rounds (when `max_syncing` allows joins
 /// mid-epoch) a newcomer enters this epoch Queued and syncs when the queue lets it; otherwise,
 /// and for a client of this epoch, the join is for the next epoch. One join covers one epoch.
-pub fn join(s: &mut CoordinatorState, now: u64, signer: &[u8], p2p_identity: &[u8]) -> Result {
+/// `identity` is the contributor the client's points go to (None: the signer); the backend has
+/// checked that the identity delegated to the signer.
+pub fn join(
+    s: &mut CoordinatorState,
+    now: u64,
+    signer: &[u8],
+    p2p_identity: &[u8],
+    identity: Option<&[u8]>,
+) -> Result {
     check_time(s, now)?;
     let signer = key(signer)?;
     let p2p_identity = key(p2p_identity)?;
+    let identity = match identity {
+        Some(identity) => key(identity)?,
+        None => signer,
+    };
     if s.run_state() == RunState::Finished {
         return Err(E::RunFinished);
     }
@@ -489,17 +552,29 @@ pub fn join(s: &mut CoordinatorState, now: u64, signer: &[u8], p2p_identity: &[u
         if s.member_count() >= s.config.global_batch_size_end as usize {
             return Err(E::MoreClientsThanBatches);
         }
-        let queued = Client {
+        let mut queued = Client {
             signer: *signer,
             p2p_identity: *p2p_identity,
+            identity: *identity,
             state: ClientState::Healthy as u8,
             phase: ClientPhase::Queued as u8,
             _pad: [0; 2],
             since: s.header.step,
+            presence: 0,
+            sequences: 0,
         };
         match s.client_index(signer) {
-            // it left or was dropped this epoch: back at the queue's tail
-            Some(i) => s.clients[i] = queued,
+            // it left or was dropped this epoch: back at the queue's tail, in the same slot
+            // with the points it holds, which stay its old identity's
+            Some(i) => {
+                let old = &s.clients[i];
+                if old.unsettled() && old.identity != *identity {
+                    return Err(E::PointsUnsettled);
+                }
+                queued.presence = old.presence;
+                queued.sequences = old.sequences;
+                s.clients[i] = queued;
+            }
             None => {
                 let n = s.clients().len();
                 if n >= MAX_CLIENTS {
@@ -522,10 +597,13 @@ pub fn join(s: &mut CoordinatorState, now: u64, signer: &[u8], p2p_identity: &[u
     s.pending[n] = Client {
         signer: *signer,
         p2p_identity: *p2p_identity,
+        identity: *identity,
         state: ClientState::Healthy as u8,
         phase: ClientPhase::Active as u8,
         _pad: [0; 2],
         since: 0,
+        presence: 0,
+        sequences: 0,
     };
     s.header.pending_len = (n + 1) as u16;
     Ok(())
@@ -908,6 +986,25 @@ pub fn checkpoint(
     Ok(())
 }
 
+/// Anyone moves the points a slot holds into its identity's entry, which lives outside this
+/// state (a per-contributor account on chain, the server's ledger): the backend reads them first
+/// ([`crate::points::pending_credit`]), credits them ([`crate::points::credit`]) in the same
+/// transaction, and the slot starts again from zero. Allowed in every run state.
+pub fn settle(s: &mut CoordinatorState, now: u64, index: u32) -> Result {
+    check_time(s, now)?;
+    let index = index as usize;
+    if index >= s.clients().len() {
+        return Err(E::InvalidClientIndex);
+    }
+    let c = &mut s.clients[index];
+    if !c.unsettled() {
+        return Err(E::NothingToSettle);
+    }
+    c.presence = 0;
+    c.sequences = 0;
+    Ok(())
+}
+
 pub fn pause(s: &mut CoordinatorState, now: u64) -> Result {
     let st = running(s, now)?;
     if st.active() {
@@ -944,6 +1041,10 @@ pub fn update(
         return Err(E::UpdateNotHalted);
     }
     if let Some(config) = config {
+        if s.unsettled_count() != 0 && *config != s.config {
+            // points are credited at the rates they were earned under
+            return Err(E::PointsUnsettled);
+        }
         config.validate()?;
     }
     if let Some(ck) = checkpoint {
@@ -965,8 +1066,8 @@ pub fn tick_deadline(s: &CoordinatorState) -> Option<u64> {
     let start = s.header.run_state_start;
     let duration = match s.run_state() {
         RunState::WaitingForMembers => {
-            if s.pending().len() < cfg.init_min_clients as usize {
-                return None;
+            if s.pending().len() < cfg.init_min_clients as usize || s.unsettled_count() != 0 {
+                return None; // only joins (or settling the slots' points) can start the epoch
             }
             cfg.waiting_for_members_extra_time as u64
         }
@@ -1011,13 +1112,13 @@ mod tests {
         // state_hash(new_run("seed-test", RunConfig(), 1234567890123456789))
         assert_eq!(
             hex::encode(crate::state::state_hash(s)),
-            "8d725f0660efda17b817912ee1478928443135ef2090cb0d168f02da9a0dccf7"
+            "f8a6e7f1f948e2aa5d63c423a35122f58004eb125d425b718be2fba129a3dfb2"
         );
         s.header.epoch = 7;
         s.header.step = 42;
         assert_eq!(
             hex::encode(crate::state::state_hash(s)),
-            "f9e085faa34f4bd4f5558877aee2e1ace6dd329753a79ab0e81365200414d628"
+            "da647147f9c2913f40340a0650c1da9ba7d5bb8cc610ecdccbd085af1ad9eb14"
         );
         assert_eq!(round_seed(s, 1700000123), 13452663378481529829);
     }
@@ -1060,7 +1161,7 @@ mod tests {
         let before = s.as_bytes().to_vec();
         assert_eq!(resume(s, 5), Err(E::LayoutVersionMismatch));
         assert_eq!(
-            join(s, 5, &[1; 32], &[2; 32]),
+            join(s, 5, &[1; 32], &[2; 32], None),
             Err(E::LayoutVersionMismatch)
         );
         assert_eq!(tick(s, MAX_TIME), Err(E::InvalidOperation));
@@ -1153,7 +1254,7 @@ mod tests {
         assert_eq!(tick_deadline(s), None); // Uninitialized
         resume(s, 100).unwrap();
         assert_eq!(tick_deadline(s), None); // WaitingForMembers, nobody joined
-        join(s, 100, &[1; 32], &[2; 32]).unwrap();
+        join(s, 100, &[1; 32], &[2; 32], None).unwrap();
         assert_eq!(tick_deadline(s), Some(103));
         tick(s, 103).unwrap();
         assert_eq!(s.run_state(), RunState::Warmup);

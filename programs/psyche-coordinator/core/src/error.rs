@@ -31,11 +31,13 @@ pub enum CoordinatorError {
     RunFull = 23,
     WrongPhase = 24,
     SyncHashMismatch = 25,
+    PointsUnsettled = 26,
+    NothingToSettle = 27,
 }
 
 impl CoordinatorError {
     /// Every code, in the order of `CoordinatorError.CODES`.
-    pub const ALL: [CoordinatorError; 26] = [
+    pub const ALL: [CoordinatorError; 28] = [
         Self::Halted,
         Self::InvalidRunState,
         Self::NotAClient,
@@ -62,6 +64,8 @@ impl CoordinatorError {
         Self::RunFull,
         Self::WrongPhase,
         Self::SyncHashMismatch,
+        Self::PointsUnsettled,
+        Self::NothingToSettle,
     ];
 
     /// The stable name, as recorded in the conformance vectors.
@@ -93,6 +97,8 @@ impl CoordinatorError {
             Self::RunFull => "RunFull",
             Self::WrongPhase => "WrongPhase",
             Self::SyncHashMismatch => "SyncHashMismatch",
+            Self::PointsUnsettled => "PointsUnsettled",
+            Self::NothingToSettle => "NothingToSettle",
         }
     }
 

@@ -22,21 +22,25 @@ pub mod config;
 pub mod constants;
 pub mod coordinator;
 pub mod error;
+pub mod points;
 pub mod shuffle;
 pub mod state;
 
 pub use assignment::{
-    assign_batches, batch_for, batch_mask, batch_size, round_batch_size, verification_for, BatchId,
+    assign_batches, batch_for, batch_mask, batch_size, for_each_batch, round_batch_size,
+    verification_for, BatchId,
 };
 pub use bloom::{bloom_add, bloom_contains, bloom_contains_signer, check_bloom_bytes};
 pub use committee::{expected_witnesses, param_quorum, witness_quorum};
 pub use config::RunConfig;
 pub use constants::*;
 pub use coordinator::{
-    checkpoint, health_check, is_healthy, join, new_run, pause, resume, resync, round_seed, synced,
-    tick, tick_deadline, trainer_score, update, warmup_witness, withdraw, witness, CheckpointArgs,
+    checkpoint, health_check, is_healthy, join, new_run, pause, resume, resync, round_seed, settle,
+    synced, tick, tick_deadline, trainer_score, update, warmup_witness, withdraw, witness,
+    CheckpointArgs,
 };
 pub use error::CoordinatorError;
+pub use points::{credit, pending_credit, Credit, Points};
 pub use state::{
     state_hash, CheckpointKind, Client, ClientPhase, ClientState, CoordinatorState, Round,
     RunState, StateHeader, Witness,

@@ -5,12 +5,13 @@
 //!                      epoch_start_data_index:u64 epoch:u32 step:u32 start_step:u32 last_step:u32
 //!                      rounds_head:u32 clients_len:u16 pending_len:u16 run_state:u8 first_round:u8
 //!                      pending_pause:u8 checkpoint_kind:u8 layout_version:u32
-//!   config   96..176   RunConfig
-//!   repo     176..304  checkpoint_repo[64] checkpoint_revision[64]
-//!   hashes   304..416  checkpoint_hash[32] param_hash[32] due_hash[32] checkpoint_step:u32
+//!   config   96..208   RunConfig (its last 4 bytes zero padding)
+//!   repo     208..336  checkpoint_repo[64] checkpoint_revision[64]
+//!   hashes   336..448  checkpoint_hash[32] param_hash[32] due_hash[32] checkpoint_step:u32
 //!                      param_step:u32 due_step:u32 _pad[4]
-//!   clients  416..     [Client; 256]  signer[32] p2p_identity[32] state:u8 phase:u8 _pad[2]
-//!                                     since:u32   (72 each)
+//!   clients  448..     [Client; 256]  signer[32] p2p_identity[32] identity[32] state:u8
+//!                                     phase:u8 _pad[2] since:u32 presence:u64 sequences:u64
+//!                                     (120 each)
 //!   pending            [Client; 256]
 //!   rounds             [Round; 4]  height:u32 participant_count:u16 witnesses_len:u16
 //!                      data_index:u64 random_seed:u64 participants[32] warming[32]
@@ -191,6 +192,8 @@ pub struct Client {
     pub signer: [u8; KEY_LEN],
     /// 32-byte key of its peer-to-peer endpoint.
     pub p2p_identity: [u8; KEY_LEN],
+    /// The contributor its points go to: the signer itself, or an identity that delegated to it.
+    pub identity: [u8; KEY_LEN],
     /// A [`ClientState`].
     pub state: u8,
     /// A [`ClientPhase`]: how far a client that joined mid-epoch is in syncing.
@@ -198,6 +201,10 @@ pub struct Client {
     pub _pad: [u8; 2],
     /// The step at which the current phase began.
     pub since: u32,
+    /// Rounds present (any phase) not yet settled into the identity's entry.
+    pub presence: u64,
+    /// Sequences trained and vouched for by a witness quorum, not yet settled.
+    pub sequences: u64,
 }
 
 impl Client {
@@ -222,6 +229,11 @@ impl Client {
     /// Healthy and taking a sync slot (Syncing, WarmingUp).
     pub fn is_syncing(&self) -> bool {
         self.healthy_in(&[ClientPhase::Syncing, ClientPhase::WarmingUp])
+    }
+
+    /// Whether the slot holds points not yet settled.
+    pub fn unsettled(&self) -> bool {
+        self.presence != 0 || self.sequences != 0
     }
 }
 
@@ -262,7 +274,7 @@ pub struct Round {
     pub witnesses: [Witness; MAX_WITNESSES],
 }
 
-/// The whole account: 137,984 bytes.
+/// The whole account: 162,592 bytes.
 // Pod requires Copy, so Clone is derived; nothing copies this by value (the core works
 // through &mut on the account bytes), so that generated method's frame is never used.
 #[allow(clippy::large_stack_frames)]
@@ -458,6 +470,11 @@ impl CoordinatorState {
         self.healthy_count() + joining
     }
 
+    /// Slots holding points not yet settled: a new epoch cannot reuse the slots before.
+    pub fn unsettled_count(&self) -> usize {
+        self.clients().iter().filter(|c| c.unsettled()).count()
+    }
+
     /// Whether `signer` is a healthy client of this epoch.
     pub fn is_healthy_client(&self, signer: &[u8; KEY_LEN]) -> bool {
         self.clients()
@@ -504,11 +521,11 @@ mod tests {
     #[test]
     fn struct_sizes_and_offsets_match_canonical_py() {
         assert_eq!(size_of::<StateHeader>(), 96);
-        assert_eq!(size_of::<RunConfig>(), 80);
-        assert_eq!(size_of::<Client>(), 72);
+        assert_eq!(size_of::<RunConfig>(), 112);
+        assert_eq!(size_of::<Client>(), 120);
         assert_eq!(size_of::<Witness>(), 784);
         assert_eq!(size_of::<Round>(), 25176);
-        assert_eq!(size_of::<CoordinatorState>(), 137_984);
+        assert_eq!(size_of::<CoordinatorState>(), 162_592);
         // HEADER_FORMAT = "<32sQQQQIIIIIHHBBBBI"
         assert_eq!(offset_of!(StateHeader, run_seed), 32);
         assert_eq!(offset_of!(StateHeader, run_state_start), 40);
@@ -526,7 +543,7 @@ mod tests {
         assert_eq!(offset_of!(StateHeader, pending_pause), 90);
         assert_eq!(offset_of!(StateHeader, checkpoint_kind), 91);
         assert_eq!(offset_of!(StateHeader, layout_version), 92);
-        // CONFIG_FORMAT = "<QQQQQQIIIHHHHHHHHBBBB"
+        // CONFIG_FORMAT = "<QQQQQQIIIHHHHHHHHBBBBQQQI4x"
         assert_eq!(offset_of!(RunConfig, total_steps), 48);
         assert_eq!(offset_of!(RunConfig, max_seq_len), 52);
         assert_eq!(offset_of!(RunConfig, checkpoint_interval), 56);
@@ -538,19 +555,26 @@ mod tests {
         assert_eq!(offset_of!(RunConfig, verification_percent), 76);
         assert_eq!(offset_of!(RunConfig, waiting_for_members_extra_time), 78);
         assert_eq!(offset_of!(RunConfig, sync_warmup_rounds), 79);
+        assert_eq!(offset_of!(RunConfig, flops_per_token), 80);
+        assert_eq!(offset_of!(RunConfig, tokens_per_compute_point), 88);
+        assert_eq!(offset_of!(RunConfig, points_cap), 96);
+        assert_eq!(offset_of!(RunConfig, presence_points), 104);
         // repo, then HASHES_FORMAT = "<32s32s32sIII4x"
-        assert_eq!(offset_of!(CoordinatorState, checkpoint_repo), 176);
-        assert_eq!(offset_of!(CoordinatorState, checkpoint_hash), 304);
-        assert_eq!(offset_of!(CoordinatorState, param_hash), 336);
-        assert_eq!(offset_of!(CoordinatorState, due_hash), 368);
-        assert_eq!(offset_of!(CoordinatorState, checkpoint_step), 400);
-        assert_eq!(offset_of!(CoordinatorState, param_step), 404);
-        assert_eq!(offset_of!(CoordinatorState, due_step), 408);
-        assert_eq!(offset_of!(CoordinatorState, clients), 416);
-        // CLIENT_FORMAT = "<32s32sBBxxI"
-        assert_eq!(offset_of!(Client, state), 64);
-        assert_eq!(offset_of!(Client, phase), 65);
-        assert_eq!(offset_of!(Client, since), 68);
+        assert_eq!(offset_of!(CoordinatorState, checkpoint_repo), 208);
+        assert_eq!(offset_of!(CoordinatorState, checkpoint_hash), 336);
+        assert_eq!(offset_of!(CoordinatorState, param_hash), 368);
+        assert_eq!(offset_of!(CoordinatorState, due_hash), 400);
+        assert_eq!(offset_of!(CoordinatorState, checkpoint_step), 432);
+        assert_eq!(offset_of!(CoordinatorState, param_step), 436);
+        assert_eq!(offset_of!(CoordinatorState, due_step), 440);
+        assert_eq!(offset_of!(CoordinatorState, clients), 448);
+        // CLIENT_FORMAT = "<32s32s32sBBxxIQQ"
+        assert_eq!(offset_of!(Client, identity), 64);
+        assert_eq!(offset_of!(Client, state), 96);
+        assert_eq!(offset_of!(Client, phase), 97);
+        assert_eq!(offset_of!(Client, since), 100);
+        assert_eq!(offset_of!(Client, presence), 104);
+        assert_eq!(offset_of!(Client, sequences), 112);
         // ROUND_HEAD_FORMAT = "<IHHQQ32s32s", WITNESS_HEAD_FORMAT = "<H6x32s32s"
         assert_eq!(offset_of!(Round, participant_count), 4);
         assert_eq!(offset_of!(Round, witnesses_len), 6);
@@ -563,7 +587,7 @@ mod tests {
         assert_eq!(offset_of!(Witness, param_hash), 40);
         assert_eq!(offset_of!(Witness, participant_bloom), 72);
         assert_eq!(offset_of!(Witness, broadcast_bloom), 428);
-        assert_eq!(offset_of!(CoordinatorState, rounds), 37280);
+        assert_eq!(offset_of!(CoordinatorState, rounds), 61888);
     }
 
     #[test]

@@ -7,20 +7,22 @@
 //! `RunConfig.from_dict`, `checkpoint_from_json`), including the error code of every malformed
 //! argument.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use psyche_coordinator_core::{
     self as core_, CheckpointArgs, CheckpointKind, CoordinatorError as E,
 };
-use psyche_coordinator_core::{CoordinatorState, RunConfig, STATE_SIZE};
+use psyche_coordinator_core::{CoordinatorState, Points, RunConfig, STATE_SIZE};
 use serde_json::{Map, Value};
 
 // ---------------------------------------------------------------- decoding (ops_json.py)
 
-const BYTES_ARGS: [&str; 6] = [
+const BYTES_ARGS: [&str; 7] = [
     "signer",
     "p2p_identity",
+    "identity",
     "participant_bloom",
     "broadcast_bloom",
     "broadcast_merkle",
@@ -31,7 +33,7 @@ const BYTES_ARGS: [&str; 6] = [
 fn op_args(op: &str) -> Option<(&'static [&'static str], &'static [&'static str])> {
     Some(match op {
         "tick" | "pause" | "resume" => (&[], &[]),
-        "join" => (&["signer", "p2p_identity"], &[]),
+        "join" => (&["signer", "p2p_identity", "identity"], &["identity"]),
         "withdraw" => (&["signer"], &[]),
         "warmup_witness" => (&["signer", "index"], &[]),
         "witness" => (
@@ -53,6 +55,7 @@ fn op_args(op: &str) -> Option<(&'static [&'static str], &'static [&'static str]
         ),
         "synced" => (&["signer", "index", "step", "param_hash"], &[]),
         "resync" => (&["signer", "index"], &[]),
+        "settle" => (&["index"], &[]),
         "update" => (&["config", "checkpoint"], &["config", "checkpoint"]),
         _ => return None,
     })
@@ -88,6 +91,10 @@ enum Args {
     Join {
         signer: Vec<u8>,
         p2p_identity: Vec<u8>,
+        identity: Option<Vec<u8>>,
+    },
+    Settle {
+        index: u32,
     },
     Withdraw {
         signer: Vec<u8>,
@@ -194,6 +201,10 @@ fn config_from_dict(d: &Map<String, Value>) -> Result<RunConfig, E> {
             "max_syncing" => c.max_syncing = x.try_into().map_err(|_| narrow)?,
             "kept_rounds" => c.kept_rounds = x.try_into().map_err(|_| narrow)?,
             "sync_warmup_rounds" => c.sync_warmup_rounds = x.try_into().map_err(|_| narrow)?,
+            "flops_per_token" => c.flops_per_token = x,
+            "tokens_per_compute_point" => c.tokens_per_compute_point = x,
+            "points_cap" => c.points_cap = x,
+            "presence_points" => c.presence_points = x.try_into().map_err(|_| narrow)?,
             _ => return Err(E::InvalidConfig), // unknown field
         }
     }
@@ -303,7 +314,9 @@ fn decode_args(op: &str, args: &Value) -> Result<Args, E> {
         "join" => Args::Join {
             signer: b("signer"),
             p2p_identity: b("p2p_identity"),
+            identity: bytes.remove("identity"),
         },
+        "settle" => Args::Settle { index: i("index") },
         "withdraw" => Args::Withdraw {
             signer: b("signer"),
         },
@@ -356,7 +369,9 @@ fn apply(s: &mut CoordinatorState, now: u64, args: &Args) -> Result<(), E> {
         Args::Join {
             signer,
             p2p_identity,
-        } => core_::join(s, now, signer, p2p_identity),
+            identity,
+        } => core_::join(s, now, signer, p2p_identity, identity.as_deref()),
+        Args::Settle { index } => core_::settle(s, now, *index),
         Args::Withdraw { signer } => core_::withdraw(s, now, signer),
         Args::WarmupWitness { signer, index } => core_::warmup_witness(s, now, signer, *index),
         Args::Witness {
@@ -451,6 +466,24 @@ const EXPECT_KEYS: [&str; 10] = [
     "healthy",
 ];
 
+/// `points_to_json` of generate.py.
+fn points_json(p: &Points) -> Value {
+    serde_json::json!({
+        "identity": hex::encode(p.identity),
+        "presence_rounds": p.presence_rounds,
+        "sequences": p.sequences,
+        "tokens": p.tokens,
+        "token_carry": p.token_carry,
+        "presence_points": p.presence_points,
+        "compute_points": p.compute_points,
+    })
+}
+
+thread_local! {
+    /// Accepted settle steps replayed with their ledger half (checked to be > 0).
+    static SETTLES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 fn keys_of(v: &Value) -> Vec<&str> {
     let mut k: Vec<&str> = v
         .as_object()
@@ -520,6 +553,8 @@ fn replay(path: &Path, observe: &mut dyn FnMut(usize, &CoordinatorState)) -> usi
 
     let steps = doc["steps"].as_array().expect("steps");
     let mut prev_hash = initial_hash.to_string();
+    // identity -> Points, credited by each accepted settle (the contributor accounts)
+    let mut ledger: BTreeMap<[u8; 32], Points> = BTreeMap::new();
     for (n, step) in steps.iter().enumerate() {
         let op = step["op"].as_str().expect("op");
         let now = step["time"].as_u64().expect("time is a u64");
@@ -530,12 +565,21 @@ fn replay(path: &Path, observe: &mut dyn FnMut(usize, &CoordinatorState)) -> usi
             "{at}: step keys"
         );
         let expect = &step["expect"];
-        assert_eq!(
-            keys_of(expect),
-            sorted(EXPECT_KEYS.to_vec()),
-            "{at}: expect keys"
-        );
+        // an accepted settle also records the backend's half: what moved, and the entry after
+        let settled = op == "settle" && expect["error"].is_null();
+        let mut keys = EXPECT_KEYS.to_vec();
+        if settled {
+            keys.extend(["credited", "entry"]);
+        }
+        assert_eq!(keys_of(expect), sorted(keys), "{at}: expect keys");
 
+        // the credit `settle` moves, read before the settle (as the program does)
+        let moved = if settled {
+            let index = step["args"]["index"].as_u64().expect("index") as u32;
+            Some(core_::pending_credit(account.view(), index).expect("{at}: pending_credit"))
+        } else {
+            None
+        };
         // apply to a heap copy of the account; a rejection must leave the copy untouched
         let mut next = Account(account.0.clone());
         let result = decode_args(op, &step["args"]).and_then(|a| apply(next.state(), now, &a));
@@ -551,6 +595,26 @@ fn replay(path: &Path, observe: &mut dyn FnMut(usize, &CoordinatorState)) -> usi
             if &got != want {
                 panic!("{at}: field `{field}`: got {got}, expected {want}");
             }
+        }
+        if let Some(moved) = moved {
+            let entry = ledger
+                .get(&moved.identity)
+                .copied()
+                .unwrap_or(Points::new(moved.identity));
+            let entry = core_::credit(&entry, &moved, &next.view().config)
+                .unwrap_or_else(|e| panic!("{at}: credit: {e}"));
+            ledger.insert(moved.identity, entry);
+            let got = serde_json::json!({
+                "credited": {
+                    "identity": hex::encode(moved.identity),
+                    "presence": moved.presence,
+                    "sequences": moved.sequences,
+                },
+                "entry": points_json(&entry),
+            });
+            assert_eq!(got["credited"], expect["credited"], "{at}: credited");
+            assert_eq!(got["entry"], expect["entry"], "{at}: ledger entry");
+            SETTLES.with(|c| c.set(c.get() + 1));
         }
         if error.is_some() {
             assert_eq!(
@@ -595,8 +659,15 @@ fn conformance_vectors() {
     for f in &files {
         steps += replay(f, &mut |_, _| {});
     }
+    let settles = SETTLES.with(|c| c.get());
+    assert!(settles > 0, "no accepted settle step replayed");
     // written to the process's stdout directly, so the line shows without --nocapture
-    let line = format!("replayed {} vectors, {} steps\n", files.len(), steps);
+    let line = format!(
+        "replayed {} vectors, {} steps ({} settles checked against the ledger)\n",
+        files.len(),
+        steps,
+        settles
+    );
     std::io::Write::write_all(&mut std::io::stdout(), line.as_bytes()).expect("stdout");
 }
 

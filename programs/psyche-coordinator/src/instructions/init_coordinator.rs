@@ -35,7 +35,8 @@ pub struct InitCoordinator<'info> {
     pub system_program: Program<'info, System>,
 }
 
-/// `RunConfig` as an instruction argument (the core's struct, field for field).
+/// `RunConfig` as an instruction argument (the core's struct, field for field, without its
+/// padding).
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RunConfigParams {
     pub warmup_time: u64,
@@ -59,6 +60,10 @@ pub struct RunConfigParams {
     pub checkpointer_percent: u8,
     pub waiting_for_members_extra_time: u8,
     pub sync_warmup_rounds: u8,
+    pub flops_per_token: u64,
+    pub tokens_per_compute_point: u64,
+    pub points_cap: u64,
+    pub presence_points: u32,
 }
 
 #[warn(clippy::large_stack_frames)]
@@ -86,6 +91,11 @@ impl RunConfigParams {
             checkpointer_percent: self.checkpointer_percent,
             waiting_for_members_extra_time: self.waiting_for_members_extra_time,
             sync_warmup_rounds: self.sync_warmup_rounds,
+            flops_per_token: self.flops_per_token,
+            tokens_per_compute_point: self.tokens_per_compute_point,
+            points_cap: self.points_cap,
+            presence_points: self.presence_points,
+            _pad: [0; 4],
         }
     }
 
@@ -112,6 +122,10 @@ impl RunConfigParams {
             checkpointer_percent: c.checkpointer_percent,
             waiting_for_members_extra_time: c.waiting_for_members_extra_time,
             sync_warmup_rounds: c.sync_warmup_rounds,
+            flops_per_token: c.flops_per_token,
+            tokens_per_compute_point: c.tokens_per_compute_point,
+            points_cap: c.points_cap,
+            presence_points: c.presence_points,
         }
     }
 }

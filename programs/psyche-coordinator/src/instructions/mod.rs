@@ -5,7 +5,7 @@
 //! prologue (Clock, account size, zero-copy load).
 
 // The code Anchor generates for an `init` constraint sums past clippy's `large_stack_frames`
-// threshold (see `lib.rs`): these two modules allow the lint and switch it back on for each
+// threshold (see `lib.rs`): these modules allow the lint and switch it back on for each
 // hand-written item.
 #[allow(clippy::large_stack_frames)]
 pub mod authorize_joiner;
@@ -14,11 +14,16 @@ pub mod free_coordinator;
 pub mod health_check;
 #[allow(clippy::large_stack_frames)]
 pub mod init_coordinator;
+#[allow(clippy::large_stack_frames)]
 pub mod join_run;
 pub mod resync;
 pub mod revoke_joiner;
 pub mod run_accounts;
+#[allow(clippy::large_stack_frames)]
+pub mod set_delegates;
 pub mod set_paused;
+#[allow(clippy::large_stack_frames)]
+pub mod settle_points;
 pub mod synced;
 pub mod tick;
 pub mod update;
@@ -32,6 +37,8 @@ pub use init_coordinator::{InitCoordinator, RunConfigParams};
 pub use join_run::JoinRunAccounts;
 pub use revoke_joiner::RevokeJoiner;
 pub use run_accounts::{OwnerCoordinatorAccounts, PermissionlessCoordinatorAccounts, RunAccounts};
+pub use set_delegates::SetDelegates;
+pub use settle_points::SettlePoints;
 pub use update::{CheckpointKindParam, CheckpointParams};
 
 // `#[program]` looks up the client modules that `#[derive(Accounts)]` generates beside each
@@ -40,5 +47,5 @@ pub use update::{CheckpointKindParam, CheckpointParams};
 // `handler`s like each other, so a public glob would make those names ambiguous.
 pub(crate) use {
     authorize_joiner::*, free_coordinator::*, init_coordinator::*, join_run::*, revoke_joiner::*,
-    run_accounts::*,
+    run_accounts::*, set_delegates::*, settle_points::*,
 };
