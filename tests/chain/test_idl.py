@@ -16,7 +16,8 @@ from psyche_coordinator_core.canonical import CONFIG_FIELDS
 
 NEW = json.loads(IDL_PATH.read_text())
 NEW_IX = {ix["name"]: ix for ix in NEW["instructions"]}
-# RunConfigParams in borsh order: the six u64, three u32, eight u16, four u8
+# RunConfigParams in borsh order: the six u64, three u32, eight u16, four u8, then the points
+# settings: three u64 and a u32
 RUN_CONFIG = dict(
     warmup_time=1, cooldown_time=2, max_round_train_time=3, round_witness_time=4, epoch_time=5,
     global_batch_size_warmup_tokens=6, total_steps=7, max_seq_len=8, checkpoint_interval=17,
@@ -24,8 +25,9 @@ RUN_CONFIG = dict(
     init_min_clients=10, witness_nodes=11, global_batch_size_start=12, global_batch_size_end=13,
     max_clients=18, max_syncing=19, kept_rounds=20,
     verification_percent=14, checkpointer_percent=15, waiting_for_members_extra_time=16,
-    sync_warmup_rounds=21)
-CONFIG_FORMAT = "<6Q3I8H4B"
+    sync_warmup_rounds=21, flops_per_token=22, tokens_per_compute_point=23, points_cap=24,
+    presence_points=25)
+CONFIG_FORMAT = "<6Q3I8H4B3QI"
 
 
 @pytest.fixture(scope="module")
@@ -69,11 +71,20 @@ def test_every_instruction_discriminator_matches(coder):
 
 
 def test_encode_join_run(coder):
-    ident = bytes(range(32))
-    data = coder.encode("join_run", {"p2p_identity": ident})
-    assert data == bytes(NEW_IX["join_run"]["discriminator"]) + ident
+    ident, contributor = bytes(range(32)), Pubkey(bytes([5]) * 32)
+    data = coder.encode("join_run", {"p2p_identity": ident, "identity": contributor})
+    assert data == bytes(NEW_IX["join_run"]["discriminator"]) + ident + bytes(contributor)
     # [u8; 32] also takes a list of ints.
-    assert coder.encode("join_run", {"p2p_identity": list(ident)}) == data
+    assert coder.encode("join_run", {"p2p_identity": list(ident),
+                                     "identity": contributor}) == data
+
+
+def test_encode_points_instructions(coder):
+    a, b = Pubkey(bytes([1]) * 32), Pubkey(bytes([2]) * 32)
+    data = coder.encode("set_delegates", {"delegates": [a, b]})
+    assert data == bytes(NEW_IX["set_delegates"]["discriminator"]) + u32(2) + bytes(a) + bytes(b)
+    data = coder.encode("settle_points", {"index": 7, "identity": a})
+    assert data == bytes(NEW_IX["settle_points"]["discriminator"]) + u32(7) + bytes(a)
 
 
 def test_encode_witness_layout(coder):

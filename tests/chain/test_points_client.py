@@ -52,6 +52,18 @@ def test_contributor_account_decodes_to_points_and_delegates():
         decode_contributor(nine)
 
 
+def test_the_decoding_agrees_with_the_idl():
+    instance, identity, delegate = (Keypair().pubkey() for _ in range(3))
+    counts = (1, 2, 3, 4, 5, 6)
+    data = contributor_bytes(instance, identity, [delegate], counts, bump=7, pad=7 * 32)
+    anchor = Coordinator(RPC, Keypair()).program.coder.accounts.decode(data)
+    ours = decode_contributor(data)
+    assert (anchor.bump, anchor.coordinator_instance, anchor.identity, list(anchor.delegates)) \
+        == (7, ours.coordinator_instance, ours.identity, list(ours.delegates))
+    assert (anchor.presence_rounds, anchor.sequences, anchor.tokens, anchor.token_carry,
+            anchor.presence_points, anchor.compute_points) == counts
+
+
 def test_contributor_address_is_the_pda_of_run_and_identity():
     c = Coordinator(RPC, Keypair())
     instance, identity = c.instance_key("r"), Keypair().pubkey()
