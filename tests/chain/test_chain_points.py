@@ -12,12 +12,15 @@ import asyncio
 import json
 import signal
 import threading
+import time
 from collections import defaultdict
 
 import pytest
 import tomli_w
+from solana.rpc.async_api import AsyncClient
 from solana.rpc.commitment import Confirmed
 from solana.rpc.websocket_api import connect
+from solders.keypair import Keypair
 from solders.pubkey import Pubkey
 from solders.rpc.responses import AccountNotification
 
@@ -42,7 +45,7 @@ class AccountRecorder:
     it), from a background thread."""
 
     def __init__(self, ws_url: str, account: Pubkey):
-        self.raw, self.error = [], None
+        self.raw, self.error, self.account = [], None, account
         self._stop, self._ready = threading.Event(), threading.Event()
         self._thread = threading.Thread(target=lambda: asyncio.run(self._run(ws_url, account)),
                                         daemon=True)
@@ -67,11 +70,24 @@ class AccountRecorder:
             self.error = e
             self._ready.set()
 
-    def stop(self) -> list:
+    def caught_up(self, rpc_url: str, timeout: float = 20.0) -> None:
+        """Waits until the last version recorded is the account as the chain holds it now."""
+        async def current():
+            async with AsyncClient(rpc_url) as c:
+                return bytes((await c.get_account_info(self.account)).value.data)
+        data, end = asyncio.run(current()), time.monotonic() + timeout
+        while not (self.raw and self.raw[-1] == data):
+            assert time.monotonic() < end, "PubSub did not notify the account's last version"
+            time.sleep(0.1)
+
+    def states(self) -> list:
+        dec = Coordinator("http://127.0.0.1:9", Keypair())
+        return [dec.decode_state(d) for d in list(self.raw)]
+
+    def stop(self) -> None:
         self._stop.set()
         self._thread.join(10)
         assert self.error is None, f"the PubSub recorder failed: {self.error!r}"
-        return self.raw
 
 
 def round_credits(s):
@@ -102,16 +118,32 @@ def derive_points(states):
         ends += 1
         for i, (presence, sequences) in round_credits(prev).items():
             before, after = prev.clients[i], nxt.clients[i]
-            assert (after.presence, after.sequences) == (
-                before.presence + presence, before.sequences + sequences), (
-                f"round {prev.step} (epoch {prev.epoch}), slot {i}")
+            # (a settle_points ticks after settling: its slot starts again from zero)
+            assert (after.presence, after.sequences) in (
+                (before.presence + presence, before.sequences + sequences),
+                (presence, sequences)), f"round {prev.step} (epoch {prev.epoch}), slot {i}"
             totals[before.identity][0] += presence
             totals[before.identity][1] += sequences
     return totals, ends
 
 
-def leaderboard(net):
-    return json.loads(cli(net, "leaderboard", "--run-id", RUN_ID, "--json").stdout)["leaderboard"]
+def leaderboard(net, run_id=RUN_ID):
+    return json.loads(cli(net, "leaderboard", "--run-id", run_id, "--json").stdout)["leaderboard"]
+
+
+def assert_board(board, derived):
+    """The leaderboard holds the derived counts, and the points the run's rates give them."""
+    by_identity = {bytes.fromhex(r["identity"]): r for r in board}
+    assert set(by_identity) == set(derived), board
+    for ident, (rounds, sequences) in derived.items():
+        r = by_identity[ident]
+        tokens = sequences * FAST_CONFIG["max_seq_len"]
+        assert (r["presence_rounds"], r["sequences"], r["tokens"]) == (
+            rounds, sequences, tokens), (r, rounds, sequences)
+        assert r["presence_points"] == rounds * RATES["presence_points"]
+        assert r["compute_points"] == tokens // RATES["tokens_per_compute_point"]
+        assert r["total"] == r["presence_points"] + r["compute_points"]
+    return by_identity
 
 
 def test_delegates_points_add_up_under_one_identity_and_survive_a_restart(tmp_path):
@@ -145,7 +177,8 @@ def test_delegates_points_add_up_under_one_identity_and_survive_a_restart(tmp_pa
             for p in procs.values():
                 p.wait_line(r"run finished", timeout=480)
                 assert p.p.wait(timeout=60) == 0, p.output()
-            raw = recorder.stop()
+            recorder.caught_up(net.rpc_url)
+            recorder.stop()
             # the crank: whatever slot the clients left unsettled when the run finished
             print(cli(net, "settle", "--run-id", RUN_ID, "--all", keypair=owner).stdout)
             board = leaderboard(net)
@@ -169,8 +202,7 @@ def test_delegates_points_add_up_under_one_identity_and_survive_a_restart(tmp_pa
     finally:
         stop_keeping_logs(procs, tmp_path)
 
-    dec = Coordinator("http://127.0.0.1:9", load_keypair(owner))
-    states = [dec.decode_state(d) for d in raw]
+    states = recorder.states()
     assert final.run_state == RunState.Finished and not final.unsettled_count()
     assert max(s.epoch for s in states) >= 1, "the run never reached a second epoch"
     # the delegates' slots carry the identity they act for
@@ -185,16 +217,8 @@ def test_delegates_points_add_up_under_one_identity_and_survive_a_restart(tmp_pa
     derived, ends = derive_points(states)
     assert ends >= 16, f"only {ends} round ends recorded"
     assert set(derived) == {bytes(signers[0]), bytes(identity)}
-    by_identity = {bytes.fromhex(r["identity"]): r for r in board}
-    assert set(by_identity) == set(derived), board
-    for ident, (rounds, sequences) in derived.items():
-        r = by_identity[ident]
-        tokens = sequences * FAST_CONFIG["max_seq_len"]
-        assert (r["presence_rounds"], r["sequences"], r["tokens"]) == (
-            rounds, sequences, tokens), (r, rounds, sequences)
-        assert r["presence_points"] == rounds * RATES["presence_points"]
-        assert r["compute_points"] == tokens // RATES["tokens_per_compute_point"]
-        assert r["total"] == r["presence_points"] + r["compute_points"] and sequences > 0
+    by_identity = assert_board(board, derived)
+    assert all(sequences > 0 for _, sequences in derived.values()), derived
     # two node keys earned the identity's points: more than the single node's
     assert by_identity[bytes(identity)]["presence_rounds"] > \
         by_identity[bytes(signers[0])]["presence_rounds"]
@@ -205,3 +229,58 @@ def test_delegates_points_add_up_under_one_identity_and_survive_a_restart(tmp_pa
     for ident, a in listed.items():
         assert a.points.presence_rounds == derived[ident][0]
         assert a.points.sequences == derived[ident][1]
+
+
+def test_clients_killed_mid_epoch_their_points_are_live_and_the_crank_settles_them(
+        localnet, tmp_path):
+    """Every client SIGKILLed during the second epoch: nobody settles their slots. The
+    leaderboard shows the points the slots hold (`points.with_unsettled`); `settle --all`, by
+    a stranger, moves them into the contributor accounts (its tick may end the round: then
+    again), and the leaderboard stays what the recorded states give."""
+    run_id = "points-crank"
+    state = tmp_path / "state.toml"
+    state.write_text(tomli_w.dumps({"run_id": run_id, "run_seed": 17, "config": {
+        **FAST_CONFIG, **RATES}}))
+    owner = keypair(tmp_path, "owner", localnet, sol=100)
+    cli(localnet, "create-run", "--state", str(state), keypair=owner)
+    account = json.loads(cli(localnet, "show", "--run-id", run_id, "--json").stdout)[
+        "coordinator_account"]
+    recorder = AccountRecorder(localnet.ws_url, Pubkey.from_string(account))
+    procs = {}
+    try:
+        for n in range(3):
+            key = keypair(tmp_path, f"client-{n}", localnet, sol=10)
+            procs[n] = Proc(f"client-{n}", [
+                *CLI, "train", "--rpc", localnet.rpc_url, "--ws", localnet.ws_url, "--keypair",
+                str(key), "--run-id", run_id, "--peer-dir", str(tmp_path / "peers"),
+                "--dummy-training-delay-secs", "0.3"])
+        first = int(procs[0].wait_line(r"RoundTrain epoch 1 step (\d+)", timeout=300)[1])
+        procs[0].wait_line(rf"RoundTrain epoch 1 step {first + 2}\b", timeout=60)  # 2 ended
+        for p in procs.values():
+            p.kill()
+        recorder.caught_up(localnet.rpc_url)
+        live, states = leaderboard(localnet, run_id), recorder.states()
+        assert states[-1].unsettled_count() == 3, "the killed clients' slots hold points"
+        assert_board(live, derive_points(states)[0])
+        print(cli(localnet, "leaderboard", "--run-id", run_id).stdout)
+
+        stranger = keypair(tmp_path, "stranger", localnet, sol=1)
+        for _ in range(4):
+            out = cli(localnet, "settle", "--run-id", run_id, "--all", keypair=stranger).stdout
+            print(out)
+            if "no slot holds unsettled points" in out:
+                break
+        recorder.caught_up(localnet.rpc_url)
+        recorder.stop()
+        states = recorder.states()
+        assert not states[-1].unsettled_count()
+        derived, _ = derive_points(states)
+        assert_board(leaderboard(localnet, run_id), derived)
+        refused = cli(localnet, "settle", "--run-id", run_id, "--index", "0",
+                      keypair=stranger, check=False)
+        assert refused.returncode == 1 and "NothingToSettle" in refused.stderr, refused.stderr
+        refused = cli(localnet, "settle", "--run-id", run_id, "--index", "9",
+                      keypair=stranger, check=False)
+        assert refused.returncode == 1 and "InvalidClientIndex" in refused.stderr, refused.stderr
+    finally:
+        stop_keeping_logs(procs, tmp_path)
