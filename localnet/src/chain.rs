@@ -6,7 +6,7 @@ use std::collections::{HashMap, VecDeque};
 
 use litesvm::types::{FailedTransactionMetadata, TransactionMetadata};
 use litesvm::LiteSVM;
-use solana_account::Account;
+use solana_account::{Account, ReadableAccount};
 use solana_clock::Clock;
 use solana_hash::Hash;
 use solana_pubkey::Pubkey;
@@ -217,6 +217,25 @@ impl LocalChain {
 
     pub fn get_account(&self, key: &Pubkey) -> Option<Account> {
         self.svm.get_account(key).filter(|a| a.lamports > 0)
+    }
+
+    /// Every live account owned by `owner` that passes `keep`, in address order
+    /// (`getProgramAccounts`).
+    pub fn program_accounts(
+        &self,
+        owner: &Pubkey,
+        keep: impl Fn(&[u8]) -> bool,
+    ) -> Vec<(Pubkey, Account)> {
+        let mut out: Vec<(Pubkey, Account)> = self
+            .svm
+            .accounts_db()
+            .inner
+            .iter()
+            .filter(|(_, a)| a.owner() == owner && a.lamports() > 0 && keep(a.data()))
+            .map(|(k, a)| (*k, Account::from(a.clone())))
+            .collect();
+        out.sort_by_key(|(k, _)| *k);
+        out
     }
 
     pub fn record(&self, sig: &Signature) -> Option<&TxRecord> {

@@ -61,6 +61,71 @@ pub fn error_text(e: &TransactionError) -> String {
     e.to_string()
 }
 
+/// A `getProgramAccounts` filter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Filter {
+    DataSize(usize),
+    Memcmp { offset: usize, bytes: Vec<u8> },
+}
+
+impl Filter {
+    pub fn keeps(&self, data: &[u8]) -> bool {
+        match self {
+            Filter::DataSize(n) => data.len() == *n,
+            Filter::Memcmp { offset, bytes } => data
+                .get(*offset..)
+                .is_some_and(|rest| rest.starts_with(bytes)),
+        }
+    }
+}
+
+/// The `filters` of a `getProgramAccounts` config: at most 4 of `{"dataSize": n}` and
+/// `{"memcmp": {"offset": n, "bytes": "<base58>"}}` (`"encoding": "base64"` for base64 bytes;
+/// at most 128 bytes), as a validator accepts them.
+pub fn filters(config: Option<&Value>) -> Result<Vec<Filter>, String> {
+    let Some(list) = config.and_then(|c| c.get("filters")) else {
+        return Ok(Vec::new());
+    };
+    let list = match list {
+        Value::Null => return Ok(Vec::new()),
+        Value::Array(l) => l,
+        _ => return Err("filters must be a list".into()),
+    };
+    if list.len() > 4 {
+        return Err("too many filters provided; max 4".into());
+    }
+    list.iter()
+        .map(|f| {
+            if let Some(n) = f.get("dataSize") {
+                let n = n.as_u64().ok_or("dataSize must be an integer")?;
+                return Ok(Filter::DataSize(n as usize));
+            }
+            let m = f.get("memcmp").ok_or_else(|| format!("unknown filter: {f}"))?;
+            let offset = m
+                .get("offset")
+                .and_then(Value::as_u64)
+                .ok_or("memcmp.offset must be an integer")? as usize;
+            let text = m
+                .get("bytes")
+                .and_then(Value::as_str)
+                .ok_or("memcmp.bytes must be a string")?;
+            let bytes = match m.get("encoding").and_then(Value::as_str) {
+                None | Some("base58") => bs58::decode(text)
+                    .into_vec()
+                    .map_err(|e| format!("memcmp.bytes: invalid base58: {e}"))?,
+                Some("base64") => B64
+                    .decode(text)
+                    .map_err(|e| format!("memcmp.bytes: invalid base64: {e}"))?,
+                Some(other) => return Err(format!("memcmp: unsupported encoding {other}")),
+            };
+            if bytes.len() > 128 {
+                return Err("memcmp.bytes: at most 128 bytes".into());
+            }
+            Ok(Filter::Memcmp { offset, bytes })
+        })
+        .collect()
+}
+
 pub fn pubkey(v: &Value) -> Result<Pubkey, String> {
     v.as_str()
         .and_then(|s| s.parse().ok())

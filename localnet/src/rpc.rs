@@ -1,5 +1,6 @@
 //! Solana JSON-RPC: the methods a client of the coordinator uses (solana-py, anchorpy, the
-//! Solana CLI's basics). Batches are supported; unknown methods answer -32601. `http.rs`
+//! Solana CLI's basics; `getProgramAccounts` with `dataSize`/`memcmp` filters lists a run's
+//! contributor accounts). Batches are supported; unknown methods answer -32601. `http.rs`
 //! carries the requests.
 
 use serde_json::{json, Value};
@@ -215,6 +216,27 @@ fn dispatch(node: &Node, method: &str, params: &Value) -> RpcResult {
             let tx = json::transaction(p(0).unwrap_or(&Value::Null), p(1)).map_err(invalid)?;
             let result = node.simulate(tx);
             Ok(with_context(node.chain().slot(), simulation_value(&result)))
+        }
+        "getProgramAccounts" => {
+            let program = json::pubkey(p(0).unwrap_or(&Value::Null)).map_err(invalid)?;
+            let config = p(1);
+            let enc = Encoding::from_config(config).map_err(invalid)?;
+            let filters = json::filters(config).map_err(invalid)?;
+            let context = config
+                .and_then(|c| c.get("withContext"))
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            let chain = node.chain();
+            let list: Vec<Value> = chain
+                .program_accounts(&program, |data| filters.iter().all(|f| f.keeps(data)))
+                .iter()
+                .map(|(key, a)| json!({"pubkey": key.to_string(), "account": json::account(a, enc)}))
+                .collect();
+            if context {
+                Ok(with_context(chain.slot(), Value::Array(list)))
+            } else {
+                Ok(Value::Array(list))
+            }
         }
         "getTransaction" => Ok(Value::Null),
         other => Err(RpcError {

@@ -16,8 +16,7 @@ from psyche_coordinator_core.canonical import CONFIG_FIELDS
 
 NEW = json.loads(IDL_PATH.read_text())
 NEW_IX = {ix["name"]: ix for ix in NEW["instructions"]}
-# RunConfigParams in borsh order: the six u64, three u32, eight u16, four u8, then the points
-# settings: three u64 and a u32
+# RunConfigParams in borsh order: the six u64, three u32, eight u16, four u8, three u64, one u32
 RUN_CONFIG = dict(
     warmup_time=1, cooldown_time=2, max_round_train_time=3, round_witness_time=4, epoch_time=5,
     global_batch_size_warmup_tokens=6, total_steps=7, max_seq_len=8, checkpoint_interval=17,
@@ -71,20 +70,40 @@ def test_every_instruction_discriminator_matches(coder):
 
 
 def test_encode_join_run(coder):
-    ident, contributor = bytes(range(32)), Pubkey(bytes([5]) * 32)
-    data = coder.encode("join_run", {"p2p_identity": ident, "identity": contributor})
-    assert data == bytes(NEW_IX["join_run"]["discriminator"]) + ident + bytes(contributor)
+    ident, identity = bytes(range(32)), Pubkey(bytes([8]) * 32)
+    data = coder.encode("join_run", {"p2p_identity": ident, "identity": identity})
+    assert data == bytes(NEW_IX["join_run"]["discriminator"]) + ident + bytes(identity)
     # [u8; 32] also takes a list of ints.
-    assert coder.encode("join_run", {"p2p_identity": list(ident),
-                                     "identity": contributor}) == data
+    assert coder.encode("join_run", {"p2p_identity": list(ident), "identity": identity}) == data
+    assert [a["name"] for a in NEW_IX["join_run"]["accounts"]] == [
+        "user", "coordinator_instance", "coordinator_account", "authorization", "contributor",
+        "system_program"]
 
 
 def test_encode_points_instructions(coder):
-    a, b = Pubkey(bytes([1]) * 32), Pubkey(bytes([2]) * 32)
-    data = coder.encode("set_delegates", {"delegates": [a, b]})
-    assert data == bytes(NEW_IX["set_delegates"]["discriminator"]) + u32(2) + bytes(a) + bytes(b)
-    data = coder.encode("settle_points", {"index": 7, "identity": a})
-    assert data == bytes(NEW_IX["settle_points"]["discriminator"]) + u32(7) + bytes(a)
+    keys = [Pubkey(bytes([i]) * 32) for i in (1, 2)]
+    data = coder.encode("set_delegates", {"delegates": keys})
+    assert data == (bytes(NEW_IX["set_delegates"]["discriminator"]) + u32(2)
+                    + b"".join(bytes(k) for k in keys))
+    assert [a["name"] for a in NEW_IX["set_delegates"]["accounts"]] == [
+        "payer", "identity", "coordinator_instance", "contributor", "system_program"]
+    data = coder.encode("settle_points", {"index": 7, "identity": keys[0]})
+    assert data == bytes(NEW_IX["settle_points"]["discriminator"]) + u32(7) + bytes(keys[0])
+    assert [a["name"] for a in NEW_IX["settle_points"]["accounts"]] == [
+        "user", "coordinator_instance", "coordinator_account", "contributor"]
+
+
+def test_decode_contributor(idl):
+    disc = hashlib.sha256(b"account:Contributor").digest()[:8]
+    instance, identity, node = (Pubkey(bytes([i]) * 32) for i in (3, 4, 5))
+    raw = (disc + b"\xfd" + bytes(instance) + bytes(identity) + u32(1) + bytes(node)
+           + struct.pack("<6Q", 1, 2, 3, 4, 5, 6))
+    raw += bytes(381 - len(raw))  # the account's fixed size: room for 8 delegates
+    d = AccountsCoder(idl).decode(raw)
+    assert (d.bump, d.coordinator_instance, d.identity, d.delegates) == (
+        253, instance, identity, [node])
+    assert (d.presence_rounds, d.sequences, d.tokens, d.token_carry, d.presence_points,
+            d.compute_points) == (1, 2, 3, 4, 5, 6)
 
 
 def test_encode_witness_layout(coder):

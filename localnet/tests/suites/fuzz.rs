@@ -114,11 +114,11 @@ impl Rng {
 
 // ------------------------------------------------------------------------------ instructions
 
-const KINDS: [&str; 15] = INSTRUCTIONS;
+const KINDS: [&str; 17] = INSTRUCTIONS;
 const INIT: usize = 0;
 const FREE: usize = 10;
 
-/// The 8-byte discriminators of the 15 instructions, then Anchor's IDL instruction tag.
+/// The 8-byte discriminators of the 17 instructions, then Anchor's IDL instruction tag.
 fn discriminators() -> Vec<[u8; 8]> {
     use psyche_coordinator::instruction as d;
     let mut out: Vec<[u8; 8]> = [
@@ -137,6 +137,8 @@ fn discriminators() -> Vec<[u8; 8]> {
         d::RevokeJoiner::DISCRIMINATOR,
         d::Synced::DISCRIMINATOR,
         d::Resync::DISCRIMINATOR,
+        d::SetDelegates::DISCRIMINATOR,
+        d::SettlePoints::DISCRIMINATOR,
     ]
     .iter()
     .map(|d| <[u8; 8]>::try_from(*d).expect("8-byte discriminators"))
@@ -584,6 +586,11 @@ impl Fuzz {
                     _ => Some(self.pool_key()),
                 };
                 let p2p: [u8; 32] = self.rng.bytes(32).try_into().unwrap();
+                if self.rng.percent(20) {
+                    // as another identity: accepted when it lists the user as a delegate
+                    let identity = *self.rng.pick(&self.clients.clone());
+                    return Built::one(run.join_run_as(&user, authorization, p2p, &identity));
+                }
                 Built::one(run.join_run(&user, authorization, p2p))
             }
             4 => Built::one(run.tick(&any_wallet)),
@@ -684,9 +691,37 @@ impl Fuzz {
                 };
                 Built::one(run.synced(&user, index, sync_step, sync_hash))
             }
-            _ => {
+            14 => {
                 let (user, index) = self.client_of(t);
                 Built::one(run.resync(&user, index))
+            }
+            15 => {
+                let identity = *self.rng.pick(&self.clients.clone());
+                let n = match self.rng.below(5) {
+                    0 => 9,
+                    1 => 0,
+                    _ => self.rng.range(1, 4),
+                };
+                let delegates = (0..n)
+                    .map(|_| *self.rng.pick(&self.clients.clone()))
+                    .collect();
+                Built::one(run.set_delegates(&any_wallet, &identity, delegates))
+            }
+            _ => {
+                // mostly the slot's own identity, else another key (WrongContributor, or no
+                // contributor account)
+                let (user, index) = self.client_of(t);
+                let s = self.state(t);
+                let own = s
+                    .get()
+                    .clients()
+                    .get(index as usize)
+                    .map(|c| Pubkey::new_from_array(c.identity));
+                let identity = match own {
+                    Some(id) if self.rng.percent(85) => id,
+                    _ => user,
+                };
+                Built::one(run.settle_points(&any_wallet, index, &identity))
             }
         }
     }
@@ -1250,6 +1285,13 @@ fn check_state(s: &CoordinatorState, now: i64) -> Result<(), String> {
         h.layout_version
     );
     ensure!(s._hashes_pad == [0; 4], "hashes padding");
+    ensure!(s.config._pad == [0; 4], "config padding");
+    ensure!(
+        s.pending()
+            .iter()
+            .all(|p| p.presence == 0 && p.sequences == 0),
+        "points in a pending entry"
+    );
     ensure!(
         s.param_step <= h.step && s.due_step <= s.param_step,
         "agreed steps {} {} at step {}",

@@ -10,7 +10,8 @@
 use std::collections::BTreeMap;
 
 use psyche_coordinator::{
-    CheckpointKindParam, CheckpointParams, RunConfigParams, AUTHORIZATION_SEED, COORDINATOR_SEED,
+    CheckpointKindParam, CheckpointParams, RunConfigParams, AUTHORIZATION_SEED, CONTRIBUTOR_SEED,
+    COORDINATOR_SEED,
 };
 use psyche_coordinator_core::{batch_mask, RunConfig, RunState, BLOOM_BYTES};
 use psyche_localnet::ix::authorization_key;
@@ -328,6 +329,40 @@ fn heap_per_instruction_fits_the_sbf_heap() {
         m.send("tick", &[], &[run.tick(&payer)], true, 0);
     }
     assert_eq!(m.env.run_state(&r), RunState::Paused);
+    // points: 8 delegates (an existing contributor account, a new one), then every slot
+    // holding points settled into its contributor account
+    let eight: Vec<Pubkey> = (0..8).map(|_| Pubkey::new_unique()).collect();
+    m.send(
+        "set_delegates (8)",
+        &[&clients[0]],
+        &[run.set_delegates(&payer, &keys[0], eight.clone())],
+        true,
+        0,
+    );
+    let newcomer = m.env.keypair();
+    let nk = newcomer.pubkey();
+    let pda = pda_search_bytes(&[CONTRIBUTOR_SEED, run.instance.as_ref(), nk.as_ref()]);
+    m.send(
+        "set_delegates (8, new account)",
+        &[&newcomer],
+        &[run.set_delegates(&payer, &nk, eight)],
+        true,
+        pda,
+    );
+    let s = m.env.state(&r.account_key());
+    let unsettled: Vec<usize> = (0..s.get().clients().len())
+        .filter(|&i| s.get().clients()[i].unsettled())
+        .collect();
+    assert!(!unsettled.is_empty());
+    for i in unsettled {
+        m.send(
+            "settle_points",
+            &[],
+            &[run.settle_points(&payer, i as u32, &keys[i])],
+            true,
+            0,
+        );
+    }
     m.send(
         "tick while halted (Halted)",
         &[],

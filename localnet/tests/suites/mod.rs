@@ -7,6 +7,7 @@
 //! - `fuzz`: random and mutated instructions while a run goes through its epochs.
 //! - `heap`: the SBF heap each instruction would use.
 //! - `ledger`: a chain reopened from its ledger.
+//! - `program_accounts`: `getProgramAccounts` lists a run's contributor accounts.
 //! - `runtime_smoke`: a run created, started, joined and ticked.
 
 mod fuzz;
@@ -23,10 +24,12 @@ mod negative_init;
 mod negative_join;
 mod negative_known_issues;
 mod negative_owner;
+mod negative_points;
 mod negative_resync;
 mod negative_synced;
 mod negative_tick;
 mod negative_withdraw;
 mod negative_witness;
+mod program_accounts;
 mod runtime_smoke;
 mod vectors;

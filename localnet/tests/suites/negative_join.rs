@@ -4,7 +4,6 @@ use anchor_lang::error::ErrorCode as AE;
 use psyche_coordinator::CoordinatorProgramError as PE;
 use psyche_coordinator_core::{RunConfig, RunState};
 use psyche_localnet::ix::authorization_key;
-use solana_keypair::Keypair;
 use solana_signer::Signer;
 
 use crate::support::negative::*;

@@ -32,7 +32,7 @@ use solana_transaction_error::TransactionError;
 pub const T0: i64 = 1_700_000_000;
 
 /// Every instruction of the program, in the order of the handlers in `#[program]`.
-pub const INSTRUCTIONS: [&str; 15] = [
+pub const INSTRUCTIONS: [&str; 17] = [
     "init_coordinator",
     "update",
     "set_paused",
@@ -48,6 +48,8 @@ pub const INSTRUCTIONS: [&str; 15] = [
     "revoke_joiner",
     "synced",
     "resync",
+    "set_delegates",
+    "settle_points",
 ];
 pub const SOL: u64 = 1_000_000_000;
 
