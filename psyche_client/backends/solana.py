@@ -234,7 +234,11 @@ class SolanaBackend:
             if e.name == "AlreadyProcessed":
                 return  # the identical transaction landed already (same op in one slot)
             if e.name in FATAL:
-                self._fail(FatalBackendError(f"{op} refused: {e}"))
+                hint = ""
+                if e.name == "NotADelegate":
+                    hint = (f" (identity {self._identity(args)} does not list this node key "
+                            f"{self.keypair.pubkey()}: the identity's owner runs `set-delegates`)")
+                self._fail(FatalBackendError(f"{op} refused: {e}{hint}"))
             raise BackendError(f"{op} refused: {e}") from None
         except ChainError as e:
             raise BackendError(str(e)) from None

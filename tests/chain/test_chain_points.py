@@ -35,7 +35,7 @@ from tests.chain.localnet import start_localnet
 from tests.chain.test_chain_e2e import CLI, cli, keypair
 from tests.integration.harness import FAST_CONFIG, Proc, stop_keeping_logs
 
-pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 RUN_ID = "points-chain"
 RATES = dict(presence_points=2, tokens_per_compute_point=1000)  # 384 tokens a round
 
@@ -146,6 +146,7 @@ def assert_board(board, derived):
     return by_identity
 
 
+@pytest.mark.heavy
 def test_delegates_points_add_up_under_one_identity_and_survive_a_restart(tmp_path):
     state = tmp_path / "state.toml"
     # epoch 8 s, 16 steps: 2 epochs or more, each after the previous one's settlement
@@ -209,10 +210,14 @@ def test_delegates_points_add_up_under_one_identity_and_survive_a_restart(tmp_pa
     slots = {c.signer: c.identity for s in states for c in s.clients}
     assert slots[bytes(signers[0])] == bytes(signers[0])
     assert slots[bytes(signers[1])] == slots[bytes(signers[2])] == bytes(identity)
-    # a new epoch began only once every slot of the last one was settled
+    # a new epoch began only once every slot of the last one was settled (settle_points ticks
+    # after settling: the last slot's settlement may start it in the same instruction)
+    starts = 0
     for prev, nxt in zip(states, states[1:]):
-        if nxt.epoch > prev.epoch:
-            assert not prev.unsettled_count(), f"epoch {nxt.epoch} began with unsettled slots"
+        if prev.run_state == RunState.WaitingForMembers and nxt.run_state == RunState.Warmup:
+            starts += 1
+            assert prev.unsettled_count() <= 1, f"epoch {nxt.epoch} began with unsettled slots"
+    assert starts >= 2, f"{starts} epoch starts recorded"
 
     derived, ends = derive_points(states)
     assert ends >= 16, f"only {ends} round ends recorded"
@@ -231,6 +236,7 @@ def test_delegates_points_add_up_under_one_identity_and_survive_a_restart(tmp_pa
         assert a.points.sequences == derived[ident][1]
 
 
+@pytest.mark.heavy
 def test_clients_killed_mid_epoch_their_points_are_live_and_the_crank_settles_them(
         localnet, tmp_path):
     """Every client SIGKILLed during the second epoch: nobody settles their slots. The
@@ -284,3 +290,26 @@ def test_clients_killed_mid_epoch_their_points_are_live_and_the_crank_settles_th
         assert refused.returncode == 1 and "InvalidClientIndex" in refused.stderr, refused.stderr
     finally:
         stop_keeping_logs(procs, tmp_path)
+
+
+def test_a_client_acting_for_an_identity_that_did_not_delegate_to_it_exits_2(localnet, tmp_path):
+    run_id = "points-not-delegate"
+    state = tmp_path / "state.toml"
+    state.write_text(tomli_w.dumps({"run_id": run_id, "run_seed": 19, "config": FAST_CONFIG}))
+    owner = keypair(tmp_path, "owner", localnet, sol=100)
+    cli(localnet, "create-run", "--state", str(state), keypair=owner)
+    contributor = keypair(tmp_path, "contributor", localnet, sol=1)
+    node, other = (keypair(tmp_path, name, localnet, sol=1) for name in ("node", "other"))
+    # the identity lists another node key, not this one
+    cli(localnet, "set-delegates", "--run-id", run_id, "--identity-keypair", str(contributor),
+        str(load_keypair(other).pubkey()))
+    p = Proc("node", [*CLI, "train", "--rpc", localnet.rpc_url, "--ws", localnet.ws_url,
+                      "--keypair", str(node), "--run-id", run_id,
+                      "--identity", str(load_keypair(contributor).pubkey())])
+    try:
+        assert p.p.wait(timeout=120) == 2, p.output()
+    finally:
+        p.stop()
+    assert "NotADelegate" in p.output() and "set-delegates" in p.output(), p.output()
+    state = json.loads(cli(localnet, "show", "--run-id", run_id, "--json").stdout)["state"]
+    assert state["pending"] == []
