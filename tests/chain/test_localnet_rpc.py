@@ -44,3 +44,24 @@ def test_batches_and_bad_requests(localnet):
         s.sendall(b"NOT HTTP AT ALL\r\n\r\n")
         reply = s.recv(4096).decode()
     assert reply.startswith("HTTP/1.1 400") and json.loads(reply.split("\r\n\r\n", 1)[1])
+
+
+def test_get_program_accounts(localnet):
+    """What a leaderboard reads on chain: every account of the program, filtered by size and
+    by bytes at an offset (the contributor accounts of one run: dataSize 381, memcmp at 9)."""
+    def call(params):
+        with httpx.Client(timeout=30) as c:
+            return c.post(localnet.rpc_url, json={"jsonrpc": "2.0", "id": 1,
+                                                  "method": "getProgramAccounts",
+                                                  "params": params}).json()
+    # the session's chain may hold other tests' runs: only the shape is checked
+    every = call([localnet.program_id, {"encoding": "base64"}])["result"]
+    assert isinstance(every, list)
+    for entry in every:
+        assert entry["account"]["owner"] == localnet.program_id
+        assert entry["account"]["data"][1] == "base64"
+    nobody = "11111111111111111111111111111111"  # no run has this instance key
+    reply = call([localnet.program_id, {"encoding": "base64", "withContext": True, "filters": [
+        {"dataSize": 381}, {"memcmp": {"offset": 9, "bytes": nobody}}]}])["result"]
+    assert reply["value"] == [] and isinstance(reply["context"]["slot"], int)
+    assert call([localnet.program_id, {"filters": [{"bogus": 1}]}])["error"]["code"] == -32602
