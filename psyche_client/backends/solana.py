@@ -13,6 +13,7 @@ from pathlib import Path
 import websockets
 from solana.rpc.commitment import Confirmed
 from solana.rpc.websocket_api import connect
+from solders.pubkey import Pubkey
 from solders.rpc.responses import AccountNotification
 
 from psyche_coordinator_core import CoordinatorError, LayoutError
@@ -30,7 +31,9 @@ from .base import BackendError, FatalBackendError
 log = logging.getLogger(__name__)
 WS_MAX_MESSAGE = 4 << 20  # a 138 KB account is ~184 KB of base64
 # Program errors that no retry can fix: this client may not take part in the run.
-FATAL = {"NotAuthorized", "SignerMismatch", "AuthorizationMismatch", "WrongCoordinatorAccount"}
+# NotADelegate: the contributor identity (--identity) did not list this node key as a delegate.
+FATAL = {"NotAuthorized", "SignerMismatch", "AuthorizationMismatch", "WrongCoordinatorAccount",
+         "NotADelegate"}
 
 
 class PeerDirectory:
@@ -170,7 +173,10 @@ class SolanaBackend:
         if op == "tick":
             return c.ix_tick(*where)
         if op == "join":
-            return c.ix_join_run(*where, args["p2p_identity"], authorization)
+            return c.ix_join_run(*where, args["p2p_identity"], authorization,
+                                 self._identity(args))
+        if op == "settle":
+            return c.ix_settle_points(*where, args["index"], self._slot_identity(args["index"]))
         if op == "withdraw":
             return c.ix_withdraw(*where)
         if op == "warmup_witness":
@@ -190,11 +196,27 @@ class SolanaBackend:
             return c.ix_resync(*where, args["index"])
         raise BackendError(f"{op} is not a client operation")
 
-    async def _find_authorization(self):
-        """This client's join authorization on a permissioned run, if it was granted one."""
+    def _identity(self, args: dict) -> Pubkey:
+        """The contributor identity a join acts for: args["identity"], else the signer."""
+        identity = args.get("identity")
+        return self.keypair.pubkey() if identity is None else Pubkey.from_bytes(bytes(identity))
+
+    def _slot_identity(self, index: int) -> Pubkey:
+        """The identity of slot `index` in the latest state: its contributor account is the
+        one settle_points credits. (A slot's identity changes only in a new epoch, which waits
+        for its settlement.) An index past the slots: this client's own key, for the program
+        to refuse by name (InvalidClientIndex)."""
+        clients = self._latest.clients if self._latest is not None else []
+        if type(index) is int and 0 <= index < len(clients):
+            return Pubkey.from_bytes(clients[index].identity)
+        return self.keypair.pubkey()
+
+    async def _find_authorization(self, identity: Pubkey):
+        """The join authorization of the identity a join acts for, on a permissioned run, if
+        it was granted one (it covers the identity's delegates)."""
         if self.permissionless:
             return None
-        key = self.coordinator.authorization_key(self.instance_key, self.keypair.pubkey())
+        key = self.coordinator.authorization_key(self.instance_key, identity)
         return key if await self.coordinator.get_account_data(key) is not None else None
 
     async def send(self, op: str, args: dict) -> None:
@@ -202,7 +224,8 @@ class SolanaBackend:
         if signer is not None and bytes(signer) != bytes(self.keypair.pubkey()):
             raise BackendError(f"{op}: signer is not this client's keypair")
         try:
-            authorization = await self._find_authorization() if op == "join" else None
+            authorization = (await self._find_authorization(self._identity(args))
+                             if op == "join" else None)
             await self.coordinator.send([self._instruction(op, args, authorization)],
                                         compute_units=HEAVY_COMPUTE)
         except CoordinatorError:
@@ -211,7 +234,11 @@ class SolanaBackend:
             if e.name == "AlreadyProcessed":
                 return  # the identical transaction landed already (same op in one slot)
             if e.name in FATAL:
-                self._fail(FatalBackendError(f"{op} refused: {e}"))
+                hint = ""
+                if e.name == "NotADelegate":
+                    hint = (f" (identity {self._identity(args)} does not list this node key "
+                            f"{self.keypair.pubkey()}: the identity's owner runs `set-delegates`)")
+                self._fail(FatalBackendError(f"{op} refused: {e}{hint}"))
             raise BackendError(f"{op} refused: {e}") from None
         except ChainError as e:
             raise BackendError(str(e)) from None

@@ -5,8 +5,12 @@ Works against any Solana JSON-RPC: psyche-localnet, or solana-test-validator / d
 program is deployed with `anchor deploy`."""
 
 import asyncio
+import base64
 import hashlib
+import struct
+from dataclasses import dataclass
 
+import httpx
 from anchorpy import Context, Program, Provider, Wallet
 from solana.rpc.async_api import AsyncClient
 from solana.rpc.commitment import Confirmed
@@ -23,7 +27,14 @@ from solders.system_program import CreateAccountParams, create_account
 from solders.transaction import Transaction
 from solders.transaction_status import InstructionErrorCustom, TransactionErrorInstructionError
 
-from psyche_coordinator_core import STATE_SIZE, CoordinatorError, LayoutError, RunConfig, from_bytes
+from psyche_coordinator_core import (
+    STATE_SIZE,
+    CoordinatorError,
+    LayoutError,
+    Points,
+    RunConfig,
+    from_bytes,
+)
 from psyche_coordinator_core.canonical import layout_version_of
 from psyche_coordinator_core.constants import LAYOUT_VERSION
 
@@ -31,6 +42,8 @@ from . import idl as idl_files
 
 COORDINATOR_SEED = b"coordinator"
 AUTHORIZATION_SEED = b"authorization"
+CONTRIBUTOR_SEED = b"contributor"
+MAX_DELEGATES = 8
 ACCOUNT_SPACE = 8 + STATE_SIZE
 CORE_ERRORS_START, PROGRAM_ERRORS_START = 6000, 6100
 # Witness/checkpoint compute a 90-round shuffle position in software on SBF: ask for the most.
@@ -46,6 +59,51 @@ def account_discriminator(name: str) -> bytes:
 
 
 COORDINATOR_DISCRIMINATOR = account_discriminator("CoordinatorAccount")
+CONTRIBUTOR_DISCRIMINATOR = account_discriminator("Contributor")
+# A Contributor account (Anchor borsh): discriminator, bump u8, coordinator_instance, identity,
+# delegates Vec<Pubkey> (u32 length, at most MAX_DELEGATES), then six u64 (the Points counts).
+CONTRIBUTOR_INSTANCE_OFFSET = 8 + 1
+_POINTS = struct.Struct("<6Q")
+
+
+@dataclass(frozen=True)
+class Contributor:
+    """A contributor account: one identity's points in one run and the node keys that may act
+    for it."""
+
+    address: Pubkey
+    coordinator_instance: Pubkey
+    points: Points  # points.identity: the identity's 32 bytes
+    delegates: tuple = ()  # Pubkeys
+
+    @property
+    def identity(self) -> Pubkey:
+        return Pubkey.from_bytes(self.points.identity)
+
+
+def decode_contributor(data: bytes, address: Pubkey = None) -> Contributor:
+    """A Contributor account's data (discriminator included); ChainError if it is none."""
+    data = bytes(data)
+    if data[:8] != CONTRIBUTOR_DISCRIMINATOR:
+        raise ChainError(f"{address or 'the account'} is not a contributor account")
+    try:
+        at = CONTRIBUTOR_INSTANCE_OFFSET
+        instance, identity = data[at:at + 32], data[at + 32:at + 64]
+        at += 64
+        (count,) = struct.unpack_from("<I", data, at)
+        if count > MAX_DELEGATES:
+            raise ValueError(f"{count} delegates")
+        at += 4
+        if len(data) < at + 32 * count + _POINTS.size:
+            raise ValueError(f"{len(data)} bytes")
+        delegates = tuple(Pubkey.from_bytes(data[at + 32 * i:at + 32 * (i + 1)])
+                          for i in range(count))
+        at += 32 * count
+        counts = _POINTS.unpack_from(data, at)
+    except (struct.error, ValueError) as e:
+        raise ChainError(f"malformed contributor account {address or ''}: {e}") from None
+    return Contributor(address, Pubkey.from_bytes(instance), Points(identity, *counts),
+                       delegates)
 
 
 class ChainError(Exception):
@@ -105,6 +163,11 @@ class Coordinator:
         return Pubkey.find_program_address([AUTHORIZATION_SEED, bytes(instance), bytes(grantee)],
                                            self.program_id)[0]
 
+    def contributor_key(self, instance: Pubkey, identity: Pubkey) -> Pubkey:
+        """The contributor account of `identity` in the run of `instance`."""
+        return Pubkey.find_program_address([CONTRIBUTOR_SEED, bytes(instance), bytes(identity)],
+                                           self.program_id)[0]
+
     # ---- reading
     async def get_account_data(self, key: Pubkey):
         try:
@@ -138,6 +201,39 @@ class Coordinator:
         if data is None:
             raise ChainError(f"coordinator account {account} does not exist")
         return self.decode_state(data)
+
+    async def fetch_contributor(self, instance: Pubkey, identity: Pubkey):
+        """`identity`'s Contributor in the run of `instance`, or None if it has no account."""
+        key = self.contributor_key(instance, identity)
+        data = await self.get_account_data(key)
+        return None if data is None else decode_contributor(data, key)
+
+    async def contributors(self, instance: Pubkey) -> list:
+        """Every Contributor of the run of `instance` (getProgramAccounts, filtered by the
+        account's discriminator and its coordinator_instance), by identity."""
+        def memcmp(offset, raw):
+            return {"memcmp": {"offset": offset, "bytes": base64.b64encode(raw).decode(),
+                               "encoding": "base64"}}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "getProgramAccounts", "params": [
+            str(self.program_id), {"encoding": "base64", "commitment": "confirmed", "filters": [
+                memcmp(0, CONTRIBUTOR_DISCRIMINATOR),
+                memcmp(CONTRIBUTOR_INSTANCE_OFFSET, bytes(instance))]}]}
+        try:
+            async with httpx.AsyncClient(timeout=30) as http:
+                reply = (await http.post(self.rpc_url, json=body)).json()
+        except Exception as e:  # httpx raises many kinds; all mean "unreachable"
+            raise ChainError(f"cannot list contributors at {self.rpc_url}: {e}") from None
+        if "error" in reply:
+            raise ChainError(f"getProgramAccounts at {self.rpc_url}: {reply['error']}")
+        result = reply.get("result")
+        if isinstance(result, dict):  # withContext
+            result = result.get("value")
+        out = []
+        for item in result or []:
+            key = Pubkey.from_string(item["pubkey"])
+            data = base64.b64decode(item["account"]["data"][0])
+            out.append(decode_contributor(data, key))
+        return sorted(out, key=lambda c: c.points.identity)
 
     # ---- instructions
     def _ix(self, name: str, *args, accounts: dict) -> Instruction:
@@ -182,11 +278,36 @@ class Coordinator:
     def ix_set_paused(self, authority, instance, account, paused: bool):
         return self._ix("set_paused", paused, accounts=self._owner(authority, instance, account))
 
-    def ix_join_run(self, user, instance, account, p2p_identity: bytes, authorization=None):
+    def ix_join_run(self, user, instance, account, p2p_identity: bytes, authorization=None,
+                    identity: Pubkey = None):
+        """`user` joins with `p2p_identity`, acting for the contributor `identity` (default:
+        itself; else `user` must be one of its delegates, NotADelegate). On a permissioned run
+        `authorization` is the identity's JoinAuthorization. Joining as itself creates the
+        user's contributor account (the user pays its rent)."""
+        identity = identity or user
         accounts = self._user(user, instance, account)
         # Anchor's convention for an absent optional account: the program id in its place.
         accounts["authorization"] = authorization or self.program_id
-        return self._ix("join_run", bytes(p2p_identity), accounts=accounts)
+        accounts["contributor"] = self.contributor_key(instance, identity)
+        accounts["system_program"] = SYSTEM_PROGRAM_ID
+        return self._ix("join_run", bytes(p2p_identity), identity, accounts=accounts)
+
+    def ix_set_delegates(self, identity: Pubkey, instance, delegates):
+        """`identity` (a signer) lets `delegates` (at most 8 node keys) join the run as it;
+        replaces the list. The payer pays the contributor account's rent if it is new."""
+        delegates = [Pubkey.from_bytes(bytes(d)) for d in delegates]
+        return self._ix("set_delegates", delegates, accounts={
+            "payer": self.payer.pubkey(), "identity": identity,
+            "coordinator_instance": instance,
+            "contributor": self.contributor_key(instance, identity),
+            "system_program": SYSTEM_PROGRAM_ID})
+
+    def ix_settle_points(self, user, instance, account, index: int, identity: Pubkey):
+        """Moves slot `index`'s points to its identity's contributor account (anyone may)."""
+        identity = Pubkey.from_bytes(bytes(identity))
+        return self._ix("settle_points", index, identity, accounts={
+            **self._user(user, instance, account),
+            "contributor": self.contributor_key(instance, identity)})
 
     def ix_tick(self, user, instance, account):
         return self._ix("tick", accounts=self._user(user, instance, account))

@@ -1,5 +1,7 @@
 """Run-creator commands of `psyche-solana-client`: create a run on Solana, configure, pause and
-resume it, inspect and tick it, grant joiners and close it. solana_client.py adds COMMANDS.
+resume it, inspect and tick it, grant joiners and close it; and the contributor points
+commands: set a contributor's delegates, settle slots' points, print the leaderboard.
+solana_client.py adds COMMANDS.
 
 Exit codes: 0 done, 2 bad input (files, keys, options), 1 refused by the chain or unreachable."""
 
@@ -42,6 +44,15 @@ HINTS = {
     "InvalidCheckpoint": "Hub, P2P and Stored need --repo, Stored also --hash and --step; "
                          "repo and revision are <= 64 bytes",
     "AlreadyProcessed": "an identical transaction was just processed; retry in a second",
+    "NotADelegate": "the node key is not among the identity's delegates: the identity runs "
+                    "`set-delegates --identity-keypair <its file> --run-id {run} <node key>`",
+    "TooManyDelegates": "a contributor may list at most 8 delegates",
+    "WrongContributor": "the contributor account is not the one of the slot's identity: "
+                        "settle with the identity the run's state lists for that slot",
+    "NothingToSettle": "that slot holds no unsettled points (settled already?): `leaderboard "
+                       "--run-id {run}` shows the points",
+    "PointsUnsettled": "some slots still hold unsettled points: `settle --run-id {run} --all`",
+    "InvalidClientIndex": "no client at that index: `show --run-id {run}` lists the slots",
 }
 for _name in ("AccountNotFound", "InsufficientFundsForFee", "InsufficientFundsForRent",
               "ResultWithNegativeLamports"):
@@ -185,15 +196,18 @@ def execute(rpc, me: Keypair, body, run_id=None, load=True):
         fail(f"refused by the chain: {name}{where}" + (f"\nhint: {hint}" if hint else ""), 1)
 
 
-def run_command(name, keyless=False):
+def run_command(name, keyless=False, check=None):
     """A command on an existing run: the chain options, then `await fn(session, **options)`
-    with the run loaded. The docstring is the help."""
+    with the run loaded. The docstring is the help. `check(**options)`, run before anything
+    is read from the chain, refuses bad combinations of options (with `fail`)."""
     def deco(fn):
         def callback(rpc, keypair_path, run_id, **opts):
             if not run_id and opts.get("state_path"):
                 run_id = state_file(opts["state_path"]).run_id
             if not run_id:
                 fail("--run-id is required")
+            if check is not None:
+                check(**opts)
             execute(rpc, signer(keypair_path, keyless), lambda s: fn(s, **opts), run_id)
         callback.__click_params__ = getattr(fn, "__click_params__", [])
         return click.command(name, cls=Command, help=fn.__doc__)(chain_options()(callback))
@@ -473,8 +487,104 @@ async def close_run(s, spill):
     click.echo(f"closed run {s.run_id!r}: {lamports / LAMPORTS_PER_SOL:g} SOL returned to {dest}")
 
 
+# ------------------------------------------------------------------------------ points
+
+@click.command("set-delegates", cls=Command)
+@chain_options()
+@click.option("--identity-keypair", "identity_path", required=True,
+              type=click.Path(dir_okay=False),
+              help="The contributor identity's keypair file: it signs, and its points are the "
+                   "ones its delegates earn.")
+@click.argument("delegates", nargs=-1, metavar="DELEGATE_PUBKEY...")
+def set_delegates(rpc, keypair_path, run_id, identity_path, delegates):
+    """Let up to 8 node keys (DELEGATE_PUBKEY...) join the run as the identity of
+    --identity-keypair (`train --identity <its public key>`): the points they earn add up
+    under that identity. Replaces the identity's list of delegates. --keypair pays the fee
+    and, the first time, the contributor account's rent (default: the identity itself)."""
+    if not run_id:
+        fail("--run-id is required")
+    if not delegates:
+        fail("name at least one DELEGATE_PUBKEY (see set-delegates --help)")
+    from ..chain.program import MAX_DELEGATES
+    keys = [pubkey(d, "DELEGATE_PUBKEY") for d in delegates]
+    if len(keys) > MAX_DELEGATES:
+        fail(f"TooManyDelegates: {len(keys)} delegates; a contributor may list at most "
+             f"{MAX_DELEGATES}")
+    if len(set(keys)) != len(keys):
+        fail("a DELEGATE_PUBKEY is listed twice")
+    ident = signer(identity_path)
+    ctx = click.get_current_context()
+    explicit = ctx.get_parameter_source("keypair_path") not in (
+        click.core.ParameterSource.DEFAULT, None)
+    payer = signer(keypair_path) if explicit else ident
+
+    async def body(s):
+        me = ident.pubkey()
+        extra = [ident] if ident.pubkey() != payer.pubkey() else []
+        await s.send(s.c.ix_set_delegates(me, s.key, keys), signers=extra)
+        got = await s.c.fetch_contributor(s.key, me)
+        listed = ", ".join(map(str, got.delegates)) if got else "?"
+        click.echo(f"contributor {me} of run {s.run_id!r}: delegates {listed}")
+    execute(rpc, payer, body, run_id)
+
+
+def check_settle(index, settle_all):
+    if (index is None) == (not settle_all):
+        fail("pass exactly one of --index N and --all (see settle --help)")
+
+
+@run_command("settle", check=check_settle)
+@click.option("--index", type=click.IntRange(0, 255), default=None,
+              help="The client slot to settle (`show` lists them in order).")
+@click.option("--all", "settle_all", is_flag=True,
+              help="Every slot that holds unsettled points.")
+async def settle(s, index, settle_all):
+    """Move client slots' points into their identities' contributor accounts (settle_points;
+    anyone may, the signer pays the fees). Clients settle their own slots when an epoch's
+    rounds are over; this is the crank for slots nobody settled (clients that left or died).
+    A new epoch starts only once every slot is settled. Pass --index N or --all."""
+    st = await s.state()
+    if index is not None and index >= len(st.clients):
+        raise Refused(f"InvalidClientIndex: no client at index {index}; run {s.run_id!r} has "
+                      f"{len(st.clients)} slot(s) this epoch (`show --run-id {s.run_id}`)")
+    todo = [i for i, c in enumerate(st.clients) if c.unsettled] if settle_all else [index]
+    if not todo:
+        click.echo(f"run {s.run_id!r}: no slot holds unsettled points")
+        return
+    settled = 0
+    for i in todo:
+        c = st.clients[i]
+        try:
+            await s.send(s.c.ix_settle_points(s.me.pubkey(), s.key, s.account, i,
+                                              Pubkey.from_bytes(c.identity)))
+        except CoordinatorError as e:
+            if settle_all and e.code == "NothingToSettle":  # a client settled it meanwhile
+                continue
+            raise
+        settled += 1
+        click.echo(f"settled slot {i}: {c.presence} rounds, {c.sequences} sequences -> "
+                   f"{Pubkey.from_bytes(c.identity)}")
+    click.echo(f"run {s.run_id!r}: settled {settled} slot(s)")
+
+
+@run_command("leaderboard", keyless=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead.")
+async def leaderboard(s, as_json):
+    """The run's contributors ranked by points: presence (rounds, points), compute (sequences,
+    tokens, FLOPs, points) and total, from the contributor accounts plus what the client slots
+    hold unsettled now (live during an epoch). Needs no keypair."""
+    from psyche_coordinator_core import with_unsettled
+
+    from .leaderboard import render_json, render_table
+    st = await s.state()
+    ledger = {c.points.identity: c.points for c in await s.c.contributors(s.key)}
+    ledger = {k: p for k, p in ledger.items() if p.presence_rounds or p.sequences or p.total}
+    ledger = with_unsettled(ledger, st)
+    click.echo(render_json(ledger, st.config) if as_json else render_table(ledger, st.config))
+
+
 COMMANDS = [new_keypair, airdrop, create_run, update_config, set_checkpoint, pause, resume, show,
-            tick, authorize, revoke, close_run]
+            tick, authorize, revoke, close_run, set_delegates, settle, leaderboard]
 
 
 def admin_commands(group):

@@ -8,7 +8,7 @@ from ..backends.solana import SolanaBackend
 from ..chain.keys import KeypairError, identity_of, load_keypair
 from ..server.state_file import StateFileError, load_run_spec, load_state_file
 from .common import client_options, fail, run_client
-from .solana_admin import rpc_option
+from .solana_admin import pubkey_option, rpc_option
 
 
 def ws_url_for(rpc_url: str) -> str:
@@ -48,8 +48,11 @@ def load_spec(path):
 @click.option("--run-spec", type=click.Path(dir_okay=False, exists=True), default=None,
               help="The run's state.toml, for its training spec ([model], [optimizer], "
                    "[data]); without it, or without [model], training is simulated.")
+@pubkey_option("--identity", help="The contributor identity to earn points for (a public key "
+               "whose owner listed --keypair's key as a delegate: `set-delegates`); default: "
+               "--keypair's own key.")
 @client_options
-def train(rpc, ws, keypair_path, run_id, peer_dir, run_spec, **opts):
+def train(rpc, ws, keypair_path, run_id, peer_dir, run_spec, identity, **opts):
     try:
         keypair = load_keypair(keypair_path)
     except KeypairError as e:
@@ -61,4 +64,7 @@ def train(rpc, ws, keypair_path, run_id, peer_dir, run_spec, **opts):
         return SolanaBackend(rpc, ws, run_id, keypair, p2p_addr=addr, peer_dir=peer_dir,
                              spec=spec)
 
-    run_client(run_id, identity_of(keypair), make_backend, f"on {rpc}", **opts)
+    contributor = None if identity is None else bytes(identity)
+    where = f"on {rpc}" + (f" for contributor {identity}" if identity else "")
+    run_client(run_id, identity_of(keypair), make_backend, where, contributor=contributor,
+               **opts)

@@ -40,14 +40,15 @@ def test_this_version_decodes(coordinator):
 
 
 @pytest.mark.parametrize("version, size", [(0, None), (0, 8 + 133_640), (2, 8 + 137_856),
-                                           (4, None), (4, 200)])
+                                           (3, 8 + 137_984), (5, None), (5, 200)])
 def test_another_version_is_a_named_error(coordinator, version, size):
     # version 1 had zero padding at offset 92 and 4,216 fewer bytes; version 2 had no client
-    # phases (128 fewer bytes); 4 is from the future
-    with pytest.raises(LayoutVersionMismatch, match="layout version (1|2|4), this client reads "
-                                                    "version 3") as e:
+    # phases (128 fewer bytes); version 3 no contributor points (24,608 fewer bytes); 5 is
+    # from the future
+    with pytest.raises(LayoutVersionMismatch, match="layout version (1|2|3|5), this client "
+                                                    "reads version 4") as e:
         coordinator.decode_state(account(version, size))
-    assert isinstance(e.value, LayoutError) and e.value.version in (1, 2, 4)
+    assert isinstance(e.value, LayoutError) and e.value.version in (1, 2, 3, 5)
 
 
 def test_other_accounts_are_not_version_errors(coordinator):

@@ -7,8 +7,14 @@ import asyncio
 import pytest
 from solders.keypair import Keypair
 
-from psyche_client.chain.program import ACCOUNT_SPACE, Coordinator, ProgramError
-from psyche_coordinator_core import Checkpoint, CheckpointKind, CoordinatorError, RunConfig
+from psyche_client.chain.program import ACCOUNT_SPACE, Contributor, Coordinator, ProgramError
+from psyche_coordinator_core import (
+    Checkpoint,
+    CheckpointKind,
+    CoordinatorError,
+    Points,
+    RunConfig,
+)
 
 pytestmark = pytest.mark.slow
 CONFIG = RunConfig(warmup_time=5, cooldown_time=5, max_round_train_time=5, round_witness_time=2,
@@ -60,6 +66,31 @@ def test_every_instruction_round_trips(localnet):
         await c.send([c.ix_authorize_joiner(me, inst, oi)])
         await o.send([o.ix_join_run(oi, inst, acct, ok, c.authorization_key(inst, oi))])
         assert (await c.fetch_state(acct)).pending[0].signer == ok
+        # contributor points: joining as itself created its contributor account; it lists the
+        # owner as a delegate, who joins as it (its authorization covers its delegates); a
+        # stranger may not
+        assert await c.fetch_contributor(inst, oi) == Contributor(
+            c.contributor_key(inst, oi), inst, Points(ok))
+        await o.send([o.ix_set_delegates(oi, inst, [me])])
+        assert (await c.fetch_contributor(inst, oi)).delegates == (me,)
+        assert await refused(o.send([o.ix_set_delegates(oi, inst, [me] * 9)])) == \
+            "TooManyDelegates"
+        stranger = Keypair()
+        await c.airdrop(stranger.pubkey(), 10**9)
+        st = Coordinator(localnet.rpc_url, stranger)
+        assert await refused(st.send([st.ix_join_run(
+            stranger.pubkey(), inst, acct, bytes(32), c.authorization_key(inst, oi),
+            identity=oi)])) == "NotADelegate"
+        await st.close()
+        await c.send([c.ix_join_run(me, inst, acct, bytes(me), c.authorization_key(inst, oi),
+                                    identity=oi)])
+        pending = (await c.fetch_state(acct)).pending
+        assert [(p.signer, p.identity) for p in pending] == [(ok, ok), (bytes(me), ok)]
+        await c.send([c.ix_withdraw(me, inst, acct)])
+        assert [a.identity for a in await c.contributors(inst)] == [oi]
+        # settling: nobody holds a slot this epoch
+        assert await refused(c.send([c.ix_settle_points(me, inst, acct, 0, oi)])) == \
+            "InvalidClientIndex"
         await c.send([c.ix_revoke_joiner(me, inst, oi, me)])
         assert await c.get_account_data(c.authorization_key(inst, oi)) is None
 
