@@ -48,12 +48,14 @@ class EpochOver(Exception):
 class ClientDaemon:
     def __init__(self, identity, backend, transport, make_trainer, clock=time.time,
                  exit_when_finished=True, model_fetch_timeout=MODEL_FETCH_TIMEOUT,
-                 make_writer=None):
+                 make_writer=None, contributor: bytes = None):
         """`transport` carries results between peers (psyche_client.p2p.transport); the daemon
         receives them through its on_result, and shares the model through its model_sharing
         (if any) with clients joining a run in progress. `make_trainer(spec)` builds the trainer
         once the backend has told the run's spec; `make_writer(spec)` the SnapshotWriter of a
-        checkpointer (None: this client writes no snapshots)."""
+        checkpointer (None: this client writes no snapshots). `contributor`: the identity this
+        node key acts for (its points go there; None: itself), by a delegation the backend
+        presents."""
         self.identity, self.backend, self.transport = identity, backend, transport
         transport.on_result = self.on_peer_result
         self.sharing = getattr(transport, "model_sharing", None)
@@ -63,7 +65,7 @@ class ClientDaemon:
         self.clock = clock
         self.exit_when_finished = exit_when_finished
         self.sm = ClientStateMachine(identity.public, identity.public,
-                                     tick_jitter=random.uniform(0.2, 2.0))
+                                     tick_jitter=random.uniform(0.2, 2.0), identity=contributor)
         # the applied sets this client keeps, served to syncing peers (iroh only)
         self.applied_sharing = getattr(transport, "applied_sharing", None)
         if self.applied_sharing is not None:
