@@ -140,7 +140,9 @@ class ClientDaemon:
                 self._refusal = RunIsFull(self.sm.state.config.max_clients)
                 self._stop.set()  # no waiting list: asking again cannot help
                 return
-            if not (op == "tick" or e.code in ("AlreadyJoined",)):
+            # a tick or a settle that another client sent first changes nothing: no warning
+            if not (op == "tick" or e.code in ("AlreadyJoined",)
+                    or (op == "settle" and e.code == "NothingToSettle")):
                 log.warning("%s rejected: %s: %s", op, e.code, e.detail)
             self._run(self.sm.op_finished(op, e.code, args))
         except BackendError as e:
