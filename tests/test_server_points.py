@@ -195,3 +195,32 @@ async def _drain(backend):
 
 def test_delegates_join_as_their_identity_over_the_websocket():
     asyncio.run(_delegates_over_websocket())
+
+
+def test_cli_delegate_and_the_checks_before_any_connection(tmp_path):
+    import socket
+
+    from click.testing import CliRunner
+
+    from psyche_client.cli.client import main
+    contributor, node, other = key(30), key(31), key(32)
+    contributor.save(tmp_path / "c.key")
+    other.save(tmp_path / "o.key")
+    run = CliRunner()
+    out = run.invoke(main, ["delegate", "--identity-key", str(tmp_path / "c.key"), "--delegate",
+                            node.public.hex(), "--run-id", "r1", "-o", str(tmp_path / "d.json")])
+    assert out.exit_code == 0, out.output
+    d = Delegation.load(tmp_path / "d.json")
+    assert d.identity == contributor.public and d.problem("r1", node.public) is None
+    bad = run.invoke(main, ["delegate", "--identity-key", str(tmp_path / "c.key"), "--delegate",
+                            "abcd", "--run-id", "r1", "-o", str(tmp_path / "x.json")])
+    assert bad.exit_code == 2 and "64 hex characters" in bad.output
+    # a node key the delegation is not for is told so before it connects anywhere
+    wrong = run.invoke(main, ["train", "--run-id", "r1", "--server-addr", "127.0.0.1:1", "-i",
+                              str(tmp_path / "o.key"), "--delegation", str(tmp_path / "d.json")])
+    assert wrong.exit_code == 2 and "the delegation is for node key" in wrong.output
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed once the block ends
+    down = run.invoke(main, ["leaderboard", "--server", f"127.0.0.1:{port}", "--run-id", "r1"])
+    assert down.exit_code == 1 and "cannot reach coordinator" in down.output
