@@ -7,6 +7,9 @@ canonical bytes (compressed by permessage-deflate, so mostly-empty states are sm
   client -> server  {"type": "hello", "run_id": str, "signer": hex32, "p2p_identity": hex32,
                      "p2p_addr": "ws://host:port" | null, "signature": hex64}
                     signature = ed25519 over HELLO_DOMAIN + nonce + run_id, by `signer`;
+                    optional "delegation": {run_id, identity, delegate, signature} (a
+                    Delegation, psyche_client/delegation.py): the signer may join as that
+                    identity; a bad one is refused ("BadDelegation") and the socket closed;
                     or {"type": "hello", "run_id": str, "observer": true} to only watch.
   server -> client  {"type": "spec", "spec": {model, optimizer, data} | null} after the hello
                     (null: simulated training), then
@@ -14,7 +17,12 @@ canonical bytes (compressed by permessage-deflate, so mostly-empty states are sm
                     {"type": "peers", "peers": {p2p_identity_hex: addr}} when peers change
   client -> server  {"type": "op", "id": int, "op": name, "args": {ops_json args}}
   server -> client  {"type": "ok", "id": int} | {"type": "error", "id": int|null, "code": str,
-                     "message": str}
+                     "message": str}   (codes: the core's, or the server's own: BadHello,
+                     Malformed, WrongRunId, BadDelegation, NotADelegate, UnknownQuery)
+  any -> server     {"type": "query", "id": int, "query": "leaderboard"} (observers too)
+  server -> client  {"type": "result", "id": int, "result": {"ledger": {identity hex: Points
+                     fields} with what the slots hold now, "settled": the same as settled,
+                     "epoch", "step", "run_state"}}
 """
 
 HELLO_DOMAIN = b"psyche-centralized-hello"

@@ -20,8 +20,12 @@ OP_TIMEOUT = 15
 
 class CentralizedBackend:
     def __init__(self, url: str, run_id: str, identity=None, p2p_identity: bytes = None,
-                 p2p_addr: str = None, observer: bool = False, reconnect: bool = True):
+                 p2p_addr: str = None, observer: bool = False, reconnect: bool = True,
+                 delegation=None):
+        """`delegation`: a Delegation (psyche_client/delegation.py) presented in the hello, so
+        that this node key may join as the contributor identity that signed it."""
         self.url, self.run_id, self.identity = url, run_id, identity
+        self.delegation = delegation
         self.p2p_identity, self.p2p_addr, self.observer = p2p_identity, p2p_addr, observer
         self.reconnect = reconnect
         self._ws = None
@@ -50,6 +54,8 @@ class CentralizedBackend:
             hello = {"type": "hello", "run_id": self.run_id, "signer": self.identity.public.hex(),
                      "p2p_identity": self.p2p_identity.hex(), "p2p_addr": self.p2p_addr,
                      "signature": self.identity.sign(hello_message(nonce, self.run_id)).hex()}
+            if self.delegation is not None:
+                hello["delegation"] = self.delegation.to_json()
         await ws.send(json.dumps(hello))
         return ws
 
@@ -118,12 +124,12 @@ class CentralizedBackend:
         elif kind == "spec":
             if not self._spec.done():
                 self._spec.set_result(data.get("spec"))
-        elif kind in ("ok", "error"):
+        elif kind in ("ok", "error", "result"):
             fut = self._pending.pop(data.get("id"), None)
             if fut is not None and not fut.done():
                 fut.set_result(data)
             elif kind == "error":
-                if data.get("code") in ("WrongRunId", "BadHello"):
+                if data.get("code") in ("WrongRunId", "BadHello", "BadDelegation"):
                     self.fatal = FatalBackendError(f"{data['code']}: {data.get('message')}")
                 log.warning("server error: %s: %s", data.get("code"), data.get("message"))
 
@@ -159,6 +165,24 @@ class CentralizedBackend:
             if code in CoordinatorError.CODES:
                 raise CoordinatorError(code, reply.get("message", ""))
             raise BackendError(f"{code}: {reply.get('message')}")
+
+    async def query(self, what: str = "leaderboard") -> dict:
+        """A read-only query's result (observers too): "leaderboard" (protocol.py)."""
+        if not self._connected.is_set():
+            raise BackendError("not connected to the coordinator")
+        op_id = next(self._ids)
+        fut = asyncio.get_running_loop().create_future()
+        self._pending[op_id] = fut
+        try:
+            await self._ws.send(json.dumps({"type": "query", "id": op_id, "query": what}))
+            reply = await asyncio.wait_for(fut, OP_TIMEOUT)
+        except (websockets.ConnectionClosed, asyncio.TimeoutError) as e:
+            raise BackendError(f"query {what} not answered: {e!r}") from None
+        finally:
+            self._pending.pop(op_id, None)
+        if reply["type"] == "error":
+            raise BackendError(f"{reply.get('code')}: {reply.get('message')}")
+        return reply["result"]
 
     async def close(self) -> None:
         self._closed = True

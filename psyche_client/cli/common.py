@@ -95,10 +95,10 @@ def run_client(run_id, identity, make_backend, where, bind_p2p_port, bind_p2p_ho
                tui, dummy_training_delay_secs, micro_batch_size, device, torch_threads,
                data_parallelism, checkpoint_dir, store_access_key, store_secret_key,
                metrics_file, wandb_project, wandb_run, wandb_group, wandb_entity,
-               contributor: bytes = None):
+               contributor=None):
     """Starts the p2p transport, connects `make_backend(p2p_addr)` and serves the run until
-    it finishes; exits the process with the daemon's code. `contributor`: the contributor
-    identity the client earns points for (None: its own key)."""
+    it finishes; exits the process with the daemon's code. `contributor`: the identity whose
+    points this node earns (a delegation the backend presents; None: the node's own key)."""
     from ..backends.base import BackendError, FatalBackendError
     from ..client.daemon import ClientDaemon
     from ..client.leaving import RunIsFull, install_exit_signals
@@ -122,6 +122,9 @@ def run_client(run_id, identity, make_backend, where, bind_p2p_port, bind_p2p_ho
         backend = make_backend(addr)
         log.info("client %s joining run %r %s, p2p %s %s", identity.public.hex(), run_id, where,
                  p2p_kind, addr[:48])
+        if contributor is not None and contributor != identity.public:
+            log.info("acting for contributor identity %s: its points go there",
+                     contributor.hex())
         make_writer = writer_factory(run_id, checkpoint_dir, store_access_key, store_secret_key)
         daemon = ClientDaemon(identity, backend, transport, make_trainer, make_writer=make_writer,
                               contributor=contributor)

@@ -88,25 +88,26 @@ def run(state_path, server_port, host, tui, data_config, save_state_dir, init_wa
         fail(f"{data_config}: seq_len {data_cfg.seq_len} differs from the model's "
              f"max_seq_len {spec.model.max_seq_len}")
     store = StateStore(save_state_dir) if save_state_dir else None
-    state = None
+    state, ledger = None, {}
     if store is not None:
         try:
-            state = store.load()
+            state, ledger = store.load_all()
         except LayoutError as e:
             fail(str(e))
         if state is not None and state.run_id != initial.run_id:
             fail(f"{store.path} holds run {state.run_id!r} but {state_path} declares "
                  f"{initial.run_id!r}; use another --save-state-dir")
         if state is not None:
-            log.info("resuming run %r from %s: %s, epoch %d, step %d, %d clients", state.run_id,
-                     store.path, state.run_state.name, state.epoch, state.step,
-                     len(state.clients))
+            log.info("resuming run %r from %s: %s, epoch %d, step %d, %d clients, %d identities "
+                     "in the points ledger", state.run_id, store.path, state.run_state.name,
+                     state.epoch, state.step, len(state.clients), len(ledger))
     restored = state is not None
     if state is None:
         state = apply(initial, int(time.time()), "resume")
     server = CoordinatorServer(state, store, withdraw_on_disconnect, tick_interval,
                                spec=spec.to_dict() if spec else None,
-                               reconnect_grace=reconnect_grace if restored else None)
+                               reconnect_grace=reconnect_grace if restored else None,
+                               ledger=ledger)
 
     async def main_loop():
         loop = asyncio.get_running_loop()

@@ -53,8 +53,9 @@ class ClientDaemon:
         receives them through its on_result, and shares the model through its model_sharing
         (if any) with clients joining a run in progress. `make_trainer(spec)` builds the trainer
         once the backend has told the run's spec; `make_writer(spec)` the SnapshotWriter of a
-        checkpointer (None: this client writes no snapshots). `contributor`: the contributor
-        identity (32 bytes) this node key acts for, whose points it earns (None: itself)."""
+        checkpointer (None: this client writes no snapshots). `contributor`: the identity this
+        node key acts for (its points go there; None: itself), by a delegation the backend
+        presents."""
         self.identity, self.backend, self.transport = identity, backend, transport
         transport.on_result = self.on_peer_result
         self.sharing = getattr(transport, "model_sharing", None)
@@ -139,7 +140,9 @@ class ClientDaemon:
                 self._refusal = RunIsFull(self.sm.state.config.max_clients)
                 self._stop.set()  # no waiting list: asking again cannot help
                 return
-            if not (op == "tick" or e.code in ("AlreadyJoined",)):
+            # a tick or a settle that another client sent first changes nothing: no warning
+            if not (op == "tick" or e.code in ("AlreadyJoined",)
+                    or (op == "settle" and e.code == "NothingToSettle")):
                 log.warning("%s rejected: %s: %s", op, e.code, e.detail)
             self._run(self.sm.op_finished(op, e.code, args))
         except BackendError as e:

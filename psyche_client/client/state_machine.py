@@ -80,7 +80,7 @@ class ClientStateMachine:
         self.params = None  # hash of the parameters as last reported (None: unknown)
         self.evaluated = set()  # epochs whose held-out loss and snapshot were taken
         self.last_tick_for = None
-        self.settle_sent = set()  # (slot, epoch, presence, sequences) whose settle was sent
+        self.settle_sent = set()  # (slot, signer, presence, sequences) whose settle was sent
         self.rejected = {}  # trainer hex -> count of bad results
         self.results_asked = set()  # steps whose results were asked of the peers
 
@@ -310,11 +310,20 @@ class ClientStateMachine:
         hold: this client's own at once, the others' (clients that left or died) after the tick
         jitter, as ticks are spread. The next epoch starts only once every slot is settled."""
         st = self.state
-        if st is None or st.run_state not in SETTLE_STATES:
+        if st is None:
+            return []
+        # a settle is sent once for what a slot holds: forgotten once the state shows the slot
+        # settled (or holding other counts), so the same counts in a later epoch are settled
+        # again. Not keyed by epoch: the last epoch's Cooldown and the Finished after it have
+        # different epoch numbers, and the slot the same points (sent twice: NothingToSettle)
+        live = {(i, c.signer, c.presence, c.sequences) for i, c in enumerate(st.clients)
+                if c.unsettled}
+        self.settle_sent &= live
+        if st.run_state not in SETTLE_STATES:
             return []
         out = []
         for i, c in enumerate(st.clients):
-            key = (i, st.epoch, c.presence, c.sequences)
+            key = (i, c.signer, c.presence, c.sequences)
             if not c.unsettled or key in self.settle_sent:
                 continue
             if c.signer != self.signer and now < st.run_state_start + 1 + self.tick_jitter:

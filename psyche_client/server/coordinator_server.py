@@ -1,6 +1,7 @@
 """The centralized backend: owns the coordinator core, ticks it when a phase is due (and on a
 timer), applies clients' operations, persists every accepted change, and broadcasts each new
-state."""
+state. It also keeps the run's points ledger {identity: Points}: a `settle` credits the slot's
+points to its identity's entry in the same commit that zeroes the slot (docs/points.md)."""
 
 import asyncio
 import json
@@ -16,12 +17,17 @@ from psyche_coordinator_core import (
     CoordinatorError,
     RunState,
     apply,
+    credit,
+    pending_credit,
     tick_deadline,
     to_bytes,
+    with_unsettled,
 )
 from psyche_coordinator_core.ops_json import ARGS, decode_args
 
+from ..delegation import Delegation, DelegationError
 from ..identity import verify
+from ..ledger import ledger_to_json
 from ..protocol import (
     CLOSE_BAD_HELLO,
     CLOSE_TOO_MANY_ERRORS,
@@ -36,25 +42,42 @@ log = logging.getLogger(__name__)
 
 CLIENT_OPS = {"join", "withdraw", "warmup_witness", "witness", "health_check", "checkpoint", "tick",
               "synced", "resync", "settle"}
+QUERIES = {"leaderboard"}
 HELLO_TIMEOUT = 10
 
 
+class ServerRefusal(Exception):
+    """An operation the server refuses before the core sees it, with a server-side code (the
+    core's codes are fixed): NotADelegate, UnknownQuery."""
+
+    def __init__(self, code: str, detail: str = ""):
+        super().__init__(f"{code}: {detail}")
+        self.code, self.detail = code, detail
+
+
 class Connection:
-    def __init__(self, ws, signer=None, p2p_identity=None, p2p_addr=None):
+    def __init__(self, ws, signer=None, p2p_identity=None, p2p_addr=None, delegation=None):
         self.ws, self.signer, self.p2p_identity, self.p2p_addr = ws, signer, p2p_identity, p2p_addr
+        self.delegation = delegation  # a checked Delegation: the signer may join as its identity
         self.errors = 0
         self.replaced = False
+
+    def may_act_for(self, identity: bytes) -> bool:
+        return identity == self.signer or (self.delegation is not None
+                                           and self.delegation.identity == identity)
 
 
 class CoordinatorServer:
     def __init__(self, state, store=None, withdraw_on_disconnect=True, tick_interval=0.5,
-                 clock=time.time, spec=None, reconnect_grace=None):
+                 clock=time.time, spec=None, reconnect_grace=None, ledger=None):
         """`reconnect_grace`: seconds the members of a state restored after a restart have to
-        connect again before they are withdrawn (None: a fresh state, nobody to wait for)."""
+        connect again before they are withdrawn (None: a fresh state, nobody to wait for).
+        `ledger`: the points ledger {identity: Points} saved with the state (None: empty)."""
         self.reconnect_grace = reconnect_grace
         self.spec = spec  # training spec for clients (a dict), None: simulated training
         self.state = state
         self.state_bytes = to_bytes(state)
+        self.ledger = dict(ledger or {})
         self.store = store
         self.withdraw_on_disconnect = withdraw_on_disconnect
         self.tick_interval = tick_interval
@@ -67,13 +90,16 @@ class CoordinatorServer:
     def now(self) -> int:
         return int(self.clock())
 
-    def _commit(self, new_state) -> bool:
-        """Persist, then publish. Returns whether anything changed."""
+    def _commit(self, new_state, ledger=None) -> bool:
+        """Persist, then publish. `ledger`: the new points ledger (None: unchanged), saved with
+        the state in one atomic write. Returns whether anything changed."""
         new_bytes = to_bytes(new_state)
-        if new_bytes == self.state_bytes:
+        if new_bytes == self.state_bytes and ledger is None:
             return False
-        if self.store is not None:
-            self.store.save(new_state)  # durable before anyone is told
+        if self.store is not None:  # durable before anyone is told
+            self.store.save(new_state, self.ledger if ledger is None else ledger)
+        if ledger is not None:
+            self.ledger = ledger
         old, self.state, self.state_bytes = self.state, new_state, new_bytes
         for line in describe_changes(old, new_state):
             log.info("%s", line)
@@ -86,12 +112,28 @@ class CoordinatorServer:
     def apply_op(self, op: str, args: dict):
         """Apply an operation then tick (so a join can start an epoch at once), and commit."""
         now = self.now()
+        ledger = None
+        if op == "settle":  # read what the slot holds before the settle zeroes it
+            c = pending_credit(self.state, args["index"])
         nxt = apply(self.state, now, op, **args)
+        if op == "settle":  # credited at the rates it was earned under, in the same commit
+            ledger = dict(self.ledger)
+            ledger[c.identity] = credit(ledger.get(c.identity), c, self.state.config)
+            log.info("settled client %d: %d rounds present, %d sequences to %s", args["index"],
+                     c.presence, c.sequences, c.identity.hex()[:8])
         try:
             nxt = apply(nxt, now, "tick")
         except CoordinatorError:
             pass  # halted: the operation itself still stands
-        self._commit(nxt)
+        self._commit(nxt, ledger)
+
+    def leaderboard(self) -> dict:
+        """The answer to a leaderboard query: the ledger as settled, and as it will be once
+        every slot is settled (what the slots hold now added: live during an epoch)."""
+        return {"settled": ledger_to_json(self.ledger),
+                "ledger": ledger_to_json(with_unsettled(self.ledger, self.state)),
+                "epoch": self.state.epoch, "step": self.state.step,
+                "run_state": self.state.run_state.name}
 
     def authority(self, op: str) -> None:
         """The run authority's pause or resume: the operator signals the server process."""
@@ -189,7 +231,20 @@ class CoordinatorServer:
             await self._error(ws, "BadHello", "signature does not match signer")
             await ws.close(CLOSE_BAD_HELLO, "bad signature")
             return None
-        return Connection(ws, signer, p2p, addr)
+        delegation = None
+        if msg.get("delegation") is not None:
+            try:
+                delegation = Delegation.from_json(msg["delegation"])
+                why = delegation.problem(self.state.run_id, signer)
+            except DelegationError as e:
+                why = str(e)
+            if why:
+                await self._error(ws, "BadDelegation", why)
+                await ws.close(CLOSE_BAD_HELLO, "bad delegation")
+                return None
+            log.info("%s acts for identity %s (delegation checked)", signer.hex()[:8],
+                     delegation.identity.hex()[:8])
+        return Connection(ws, signer, p2p, addr, delegation)
 
     async def handle(self, ws):
         conn = await self._hello(ws)
@@ -234,6 +289,9 @@ class CoordinatorServer:
             if not isinstance(msg, dict):
                 raise ValueError("a message is a JSON object")
             op_id = msg.get("id")
+            if msg.get("type") == "query" and isinstance(msg.get("query"), str):
+                await self._query(conn, msg["query"], op_id)
+                return
             if msg.get("type") != "op" or not isinstance(msg.get("op"), str):
                 raise ValueError('expected {"type": "op", "id": int, "op": str, "args": {...}}')
         except ValueError as e:  # json.JSONDecodeError is a ValueError
@@ -250,12 +308,29 @@ class CoordinatorServer:
             typed = decode_args(op, args)
             if "signer" in ARGS[op] and typed.get("signer") != conn.signer:
                 raise CoordinatorError("NotAClient", "args.signer must be this connection's signer")
+            identity = typed.get("identity")
+            if op == "join" and identity is not None and not conn.may_act_for(identity):
+                raise ServerRefusal("NotADelegate", f"{conn.signer.hex()[:16]} presented no "
+                                    f"delegation of identity {identity.hex()[:16]} for run "
+                                    f"{self.state.run_id!r} (psyche-centralized-client "
+                                    "delegate; train --delegation)")
             self.apply_op(op, typed)
-        except CoordinatorError as e:
+        except (CoordinatorError, ServerRefusal) as e:
             conn.errors += 1
             await self._error(conn, e.code, e.detail, op_id)  # the client names the code itself
             return
         await self._send(conn.ws, json.dumps({"type": "ok", "id": op_id}))
+
+    async def _query(self, conn, query, op_id) -> None:
+        """A read-only question, observers included: {"type": "query", "id": int,
+        "query": "leaderboard"} -> {"type": "result", "id": int, "result": {...}}."""
+        if query not in QUERIES:
+            conn.errors += 1
+            await self._error(conn, "UnknownQuery", f"unknown query {query!r}; known: "
+                              + ", ".join(sorted(QUERIES)), op_id)
+            return
+        await self._send(conn.ws, json.dumps({"type": "result", "id": op_id,
+                                              "result": self.leaderboard()}))
 
     async def _withdraw_absent(self) -> None:
         """A restored state lists the clients and joiners of the process that died; their
@@ -293,7 +368,7 @@ class CoordinatorServer:
                          ping_interval=5, ping_timeout=10) as server:
             bound = server.sockets[0].getsockname()[1]
             if self.store is not None:
-                self.store.save(self.state)
+                self.store.save(self.state, self.ledger)
             st = self.state
             log.info("server: run %r listening on ws://%s:%d (%s, epoch %d, step %d, %d clients)",
                      st.run_id, host, bound, st.run_state.name, st.epoch, st.step,

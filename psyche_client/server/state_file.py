@@ -4,7 +4,7 @@ state.toml:
     run_id = "my-run"          # 1 to 32 bytes
     run_seed = 1234            # optional; default derived from run_id
     [config]                   # RunConfig fields (see psyche_coordinator_core.config)
-    warmup_time = 10 ...
+    warmup_time = 10 ...       # flops_per_token: estimated from [model] when not set here
     max_clients = 64           # the join settings: capacity (RunFull beyond it), clients
     max_syncing = 2            # syncing at once (0: mid-epoch joins off), rounds of applied
     kept_rounds = 64           # results kept for syncing peers, rounds a synced client trains
@@ -30,7 +30,8 @@ from pathlib import Path
 from psyche_coordinator_core import Checkpoint, CoordinatorError, RunConfig, new_run
 from psyche_coordinator_core.ops_json import checkpoint_from_json
 
-from ..training.spec import STORE_KEYS, RunSpec, SpecError
+from ..training.flops import flops_per_token
+from ..training.spec import STORE_KEYS, ModelSpec, RunSpec, SpecError
 
 
 class StateFileError(ValueError):
@@ -68,6 +69,8 @@ def load_state_file(path, init_min_clients=None, init_warmup_time=None):
         config["min_clients"] = min(config.get("min_clients", 1), init_min_clients)
     if init_warmup_time is not None:
         config["warmup_time"] = init_warmup_time
+    if "flops_per_token" not in config and isinstance(data.get("model"), dict):
+        config["flops_per_token"] = _model_flops(data["model"], config.get("max_seq_len"))
     try:
         cfg = RunConfig.from_dict(config)
         ck = _initial_checkpoint(data.get("checkpoint"))
@@ -76,6 +79,16 @@ def load_state_file(path, init_min_clients=None, init_warmup_time=None):
         return new_run(run_id, cfg, seed, ck)
     except CoordinatorError as e:
         raise StateFileError(f"{path}: {e.detail or e.code}") from None
+
+
+def _model_flops(table: dict, seq_len) -> int:
+    """flops_per_token estimated from [model] (training/flops.py), or 0 (unknown) when the table
+    is not a valid model: load_run_spec names what is wrong with it."""
+    try:
+        spec = ModelSpec(**table).validate()
+    except (TypeError, ValueError):
+        return 0
+    return flops_per_token(spec, seq_len if isinstance(seq_len, int) and seq_len > 0 else None)
 
 
 def _initial_checkpoint(table) -> Checkpoint:

@@ -7,6 +7,7 @@ import pytest
 import websockets
 from websockets.asyncio.client import connect
 
+from psyche_client.server.persistence import StateStore
 from psyche_coordinator_core import ClientState, RunState, from_bytes
 
 from .harness import Cluster, Observer, write_state
@@ -106,7 +107,7 @@ def test_server_killed_and_restarted_resumes(cluster, tmp_path):
     before = obs.wait(lambda s: in_round(s, 2), 180, "round 2")
     port = c.port
     c.server.kill()
-    saved = from_bytes((save / "coordinator-state.bin").read_bytes())
+    saved = StateStore(save).load()  # the state's bytes (then the points ledger, if any)
     # the file holds the last state the server accepted: at least what the observer saw
     assert (saved.epoch, saved.step) >= (before.epoch, before.step)
     assert [x.signer for x in saved.clients] == [x.signer for x in before.clients]
