@@ -146,20 +146,23 @@ class CentralizedBackend:
             raise self.fatal
         return state
 
-    async def send(self, op: str, args: dict) -> None:
+    async def _request(self, message: dict, what: str) -> dict:
+        """Send a message that carries a fresh id and wait for the reply with that id."""
         if not self._connected.is_set():
             raise BackendError("not connected to the coordinator")
         op_id = next(self._ids)
         fut = asyncio.get_running_loop().create_future()
         self._pending[op_id] = fut
         try:
-            await self._ws.send(json.dumps({"type": "op", "id": op_id, "op": op,
-                                            "args": encode_args(op, args)}))
-            reply = await asyncio.wait_for(fut, OP_TIMEOUT)
+            await self._ws.send(json.dumps({**message, "id": op_id}))
+            return await asyncio.wait_for(fut, OP_TIMEOUT)
         except (websockets.ConnectionClosed, asyncio.TimeoutError) as e:
-            raise BackendError(f"{op} not acknowledged: {e!r}") from None
+            raise BackendError(f"{what} not acknowledged: {e!r}") from None
         finally:
             self._pending.pop(op_id, None)
+
+    async def send(self, op: str, args: dict) -> None:
+        reply = await self._request({"type": "op", "op": op, "args": encode_args(op, args)}, op)
         if reply["type"] == "error":
             code = reply.get("code")
             if code in CoordinatorError.CODES:
@@ -168,18 +171,7 @@ class CentralizedBackend:
 
     async def query(self, what: str = "leaderboard") -> dict:
         """A read-only query's result (observers too): "leaderboard" (protocol.py)."""
-        if not self._connected.is_set():
-            raise BackendError("not connected to the coordinator")
-        op_id = next(self._ids)
-        fut = asyncio.get_running_loop().create_future()
-        self._pending[op_id] = fut
-        try:
-            await self._ws.send(json.dumps({"type": "query", "id": op_id, "query": what}))
-            reply = await asyncio.wait_for(fut, OP_TIMEOUT)
-        except (websockets.ConnectionClosed, asyncio.TimeoutError) as e:
-            raise BackendError(f"query {what} not answered: {e!r}") from None
-        finally:
-            self._pending.pop(op_id, None)
+        reply = await self._request({"type": "query", "query": what}, f"query {what}")
         if reply["type"] == "error":
             raise BackendError(f"{reply.get('code')}: {reply.get('message')}")
         return reply["result"]
