@@ -93,13 +93,16 @@ pub trait RunAccounts<'info> {
 
     /// The prologue, then `op` on the state at the Clock's time: `now` (negative:
     /// `InvalidOperation`), [`authorize`](Self::authorize), the layout version and size checks,
-    /// the zero-copy load. (The core checks the version again in every operation.)
-    fn apply(&self, op: impl FnOnce(&mut CoordinatorState, u64) -> LogicResult) -> Result<()> {
+    /// the zero-copy load; returns what `op` returns. (The core checks the version again in every
+    /// operation.)
+    fn apply<T>(
+        &self,
+        op: impl FnOnce(&mut CoordinatorState, u64) -> LogicResult<T>,
+    ) -> Result<T> {
         let now = now_from_unix_timestamp(Clock::get()?.unix_timestamp)?;
         self.authorize()?;
         let mut account = self.sized_coordinator_account()?.load_mut()?;
-        op(account.state_mut(), now)?;
-        Ok(())
+        Ok(op(account.state_mut(), now)?)
     }
 }
 

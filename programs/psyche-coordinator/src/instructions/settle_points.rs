@@ -76,12 +76,9 @@ pub fn credit_contributor(
 
 #[warn(clippy::large_stack_frames)]
 pub fn handler(ctx: Context<SettlePoints>, index: u32, identity: Pubkey) -> Result<()> {
-    let mut settled = None;
-    ctx.accounts.apply(|s, now| {
-        settled = Some(settle_points(s, now, index, &identity)?);
-        Ok(())
-    })?;
-    let (moved, config) = settled.ok_or(E::InvalidOperation)?;
+    let (moved, config) = ctx
+        .accounts
+        .apply(|s, now| settle_points(s, now, index, &identity))?;
     Ok(credit_contributor(
         &mut ctx.accounts.contributor,
         &moved,
