@@ -27,13 +27,11 @@ from solders.rpc.responses import AccountNotification
 from psyche_client.backends.solana import WS_MAX_MESSAGE
 from psyche_client.chain.keys import load_keypair
 from psyche_client.chain.program import Coordinator
-from psyche_coordinator_core import ClientState, RunState
-from psyche_coordinator_core.assignment import assign_batches
-from psyche_coordinator_core.committee import expected_witnesses, witness_quorum
-from psyche_coordinator_core.coordinator import trainer_score
+from psyche_coordinator_core import RunState
 from tests.chain.localnet import start_localnet
 from tests.chain.test_chain_e2e import CLI, cli, keypair
 from tests.integration.harness import FAST_CONFIG, Proc, stop_keeping_logs
+from tests.integration.points_rule import round_credits
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 RUN_ID = "points-chain"
@@ -90,23 +88,6 @@ class AccountRecorder:
         assert self.error is None, f"the PubSub recorder failed: {self.error!r}"
 
 
-def round_credits(s):
-    """{slot index: (presence, sequences)} that the tick ending the current round of `s` (the
-    last state before it) credits: the rule of docs/points.md, from the core's functions."""
-    cur, out = s.current_round, {}
-    for i, c in enumerate(s.clients):
-        out[i] = (1 if c.state == ClientState.Healthy else 0, 0)
-    trained = s.round_back(1)
-    if trained is None or not s.round_trains(trained) or not cur.witnesses:
-        return out
-    quorum = witness_quorum(expected_witnesses(s.config.witness_nodes,
-                                               len(cur.participant_indices())))
-    for index, batch in assign_batches(s.config, trained).items():
-        if trainer_score(s, cur, s.clients[index].signer) >= quorum:
-            out[index] = (out[index][0], len(batch))
-    return out
-
-
 def derive_points(states):
     """{identity: [rounds present, sequences vouched for]} over the recorded states; checks
     each round's end against the counters the program wrote into the slots."""
@@ -116,7 +97,8 @@ def derive_points(states):
                 and nxt.step == prev.step + 1):
             continue
         ends += 1
-        for i, (presence, sequences) in round_credits(prev).items():
+        credits = round_credits(prev, prev.current_round, prev.round_back(1))
+        for i, (presence, sequences) in credits.items():
             before, after = prev.clients[i], nxt.clients[i]
             # (a settle_points ticks after settling: its slot starts again from zero)
             assert (after.presence, after.sequences) in (

@@ -19,11 +19,10 @@ import pytest
 
 from psyche_client.identity import Identity
 from psyche_client.server.persistence import StateStore
-from psyche_coordinator_core import ClientState, RunState, assign_batches
-from psyche_coordinator_core.committee import expected_witnesses, witness_quorum
-from psyche_coordinator_core.coordinator import trainer_score
+from psyche_coordinator_core import RunState
 
 from .harness import Cluster, write_state
+from .points_rule import round_credits
 from .recorder import Recorder
 
 pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.timeout(900)]
@@ -62,17 +61,12 @@ def expected_points(states) -> dict:
         else:  # Cooldown: the ended round is still the current one
             ended, trained = b.current_round, b.round_back(1)
         assert ended.height == a.current_round.height
-        for c in a.clients:
-            if c.state == ClientState.Healthy:
-                out.setdefault(c.identity.hex(), Counter())["presence_rounds"] += 1
-        if trained is None or not a.round_trains(trained) or not ended.witnesses:
-            continue
-        quorum = witness_quorum(expected_witnesses(a.config.witness_nodes,
-                                                   len(ended.participant_indices())))
-        for index, batch in assign_batches(a.config, trained).items():
-            c = b.clients[index]
-            if trainer_score(b, ended, c.signer) >= quorum:
-                out.setdefault(c.identity.hex(), Counter())["sequences"] += len(batch)
+        for i, (presence, sequences) in round_credits(a, ended, trained).items():
+            if not (presence or sequences):
+                continue
+            counts = out.setdefault(a.clients[i].identity.hex(), Counter())
+            counts["presence_rounds"] += presence
+            counts["sequences"] += sequences
     return out
 
 
