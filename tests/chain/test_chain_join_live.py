@@ -23,7 +23,7 @@ from tests.chain.test_chain_snapshot_resume import (
     start_chain_client,
 )
 from tests.integration.harness import stop_keeping_logs
-from tests.integration.test_join_live import INTERVAL
+from tests.integration.test_join_live import INTERVAL, WARMUP_ROUNDS
 from tests.integration.test_join_live import write_run as write_join_run
 from tests.integration.test_training import applied_params, read_metrics
 
@@ -39,7 +39,7 @@ SYNC_LINES = (
     "[SYNC] This phase will last ",
     "[SYNC] Synchronising optimizer state. Node is now processing batches, but doesn't "
     "contribute to weight averaging yet.",
-    "[SYNC] This phase will last 2 steps",
+    f"[SYNC] This phase will last {WARMUP_ROUNDS} steps",
     "[SYNC] Sync complete. Node is now fully contributing to training.",
 )
 

@@ -26,6 +26,11 @@ ZERO = bytes(32)
 PREFIX = "join-live"
 
 
+# 8 warm-up rounds keep the queue closed while the 5th client, just released, connects and joins
+# (with 2 the 4th was Active before a loaded machine had the 5th joined, and it never queued)
+WARMUP_ROUNDS = 8
+
+
 def write_run(tmp: Path, data: Path, bucket: str, endpoint: str) -> Path:
     path = tmp / "state.toml"
     path.write_text(tomli_w.dumps({
@@ -35,10 +40,7 @@ def write_run(tmp: Path, data: Path, bucket: str, endpoint: str) -> Path:
                        min_clients=2, init_min_clients=3, witness_nodes=0,
                        global_batch_size_start=8, global_batch_size_end=8,
                        waiting_for_members_extra_time=1, checkpoint_interval=INTERVAL,
-                       # 8 warm-up rounds keep the queue closed while the 5th client, just
-                       # released, connects and joins (with 2 the 4th was Active before a loaded
-                       # machine had the 5th joined, and it never queued)
-                       max_syncing=1, kept_rounds=16, sync_warmup_rounds=8),
+                       max_syncing=1, kept_rounds=16, sync_warmup_rounds=WARMUP_ROUNDS),
         "model": dict(vocab_size=256, hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=4,
                       intermediate_size=128, max_seq_len=64),
         "optimizer": dict(kind="distro", lr=0.003, warmup_steps=2, chunk=32, topk=16),
@@ -116,8 +118,9 @@ def test_a_stranger_joins_mid_epoch_and_trains_within_it(tmp_path, data_dir, buc
     for line in ("[SYNC] Synchronising weights with peers. Node won't process batches in this "
                  "phase.", "[SYNC] This phase will last ",
                  "[SYNC] Synchronising optimizer state. Node is now processing batches, but "
-                 "doesn't contribute to weight averaging yet.", "[SYNC] This phase will last 8 "
-                 "steps", "[SYNC] Sync complete. Node is now fully contributing to training."):
+                 "doesn't contribute to weight averaging yet.",
+                 f"[SYNC] This phase will last {WARMUP_ROUNDS} steps",
+                 "[SYNC] Sync complete. Node is now fully contributing to training."):
         assert line in out4, line
     assert "[SYNC] queued: position 1 of 1" in out5
     assert "DESYNC" not in out4 and "cannot take part" not in out4
