@@ -18,6 +18,7 @@ from psyche_client.client.actions import (
     Snapshot,
     StoreSnapshot,
     Train,
+    Validate,
 )
 from psyche_client.client.results import TrainingResult, dummy_payload
 from psyche_client.client.state_machine import ClientStateMachine
@@ -46,11 +47,13 @@ class Sim:
     """A server that applies operations then ticks, and clients that answer instantly."""
 
     def __init__(self, n, silent=(), config=CONFIG, can_store=(), forked=(), deaf=(),
-                 wrong=(), chained=False, liar=None):
+                 wrong=(), chained=False, liar=None, garbage=()):
         """`deaf`: (receiver, trainer) pairs whose results never arrive; `wrong`: (client,
         step) pairs whose Apply goes wrong (another parameter hash); `chained`: a parameter
         hash follows the results applied (not only the step); `liar`: a client that serves
-        applied sets with a result left out."""
+        applied sets with a result left out; `garbage`: clients whose results carry 20 bytes
+        that are not the batch's result (signed and committed all the same)."""
+        self.garbage = set(garbage)
         self.chained, self.liar, self.hashes = chained, liar, {}
         self.ids, self.sms = [], []
         self.can_store = set(can_store)
@@ -171,9 +174,15 @@ class Sim:
                 case Log(text):
                     self.logs.append((who, text))
                 case Train(step, batch):
-                    result = TrainingResult.create(self.ids[who], step, batch,
-                                                   dummy_payload("sim", step, batch))
+                    payload = dummy_payload("sim", step, batch)
+                    if who in self.garbage:
+                        payload = hashlib.sha256(payload).digest()[:20]
+                    result = TrainingResult.create(self.ids[who], step, batch, payload)
                     queue += [(who, a) for a in sm.trained(step, result)]
+                case Validate(r):  # what DummyTrainer.validate checks
+                    ok = r.payload == dummy_payload("sim", r.step, r.batch)
+                    why = "" if ok else "not the batch's simulated result"
+                    queue += [(who, a) for a in sm.validated(r, why, None)]
                 case Publish(result) if who not in self.silent:
                     self.published.append(result)
                     for k, other in enumerate(self.sms):
@@ -282,6 +291,9 @@ def test_snapshot_once_per_epoch_after_its_last_apply():
         for a in list(new):
             if isinstance(a, Prepare):  # its model is ready at once
                 new += late.model_ready(a.epoch, sim_params(st.step))
+        for a in list(new):
+            if isinstance(a, Validate):  # the results it kept are checked once their round is
+                new += late.validated(a.result, "", None)
         acts += new
     kinds = [(type(a), a.step) for a in acts if isinstance(a, (Apply, Snapshot))]
     assert sum(k is Snapshot for k, _ in kinds) == len(snaps)

@@ -62,6 +62,14 @@ class FetchResults:
 
 
 @dataclass(frozen=True)
+class Validate:
+    """Check a peer's result against the run's model (its payload decodes to the model's
+    layout, finite, not all zeros) and call validated(result, why, fingerprint): why '' when
+    it may be vouched for. In arrival order, beside the training."""
+    result: TrainingResult
+
+
+@dataclass(frozen=True)
 class Train:
     """Train the batch, then call trained(step, result)."""
     step: int
@@ -109,5 +117,5 @@ class Log:
     text: str
 
 
-Action = (Send | Prepare | LoadBase | ResetToBase | FetchApplied | FetchResults | Apply | Train
-          | Evaluate | Snapshot | StoreSnapshot | PruneSnapshots | Publish | Log)
+Action = (Send | Prepare | LoadBase | ResetToBase | FetchApplied | FetchResults | Apply | Validate
+          | Train | Evaluate | Snapshot | StoreSnapshot | PruneSnapshots | Publish | Log)

@@ -29,6 +29,7 @@ from .actions import (
     Snapshot,
     StoreSnapshot,
     Train,
+    Validate,
 )
 from .leaving import RunIsFull, withdraw
 from .results import TrainingResult
@@ -80,6 +81,8 @@ class ClientDaemon:
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trainer")
         # one more for the snapshots' writes and uploads: in order, beside the training
         self._uploader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshots")
+        # and one that checks the peers' results, in arrival order, while the worker trains
+        self._validator = ThreadPoolExecutor(max_workers=1, thread_name_prefix="validation")
 
     def leave(self, code: int) -> None:
         """Withdraw from the run and exit with `code` (a SIGINT or SIGTERM asked for it)."""
@@ -106,6 +109,8 @@ class ClientDaemon:
                     self._spawn(self._train(step, batch))
                 case Apply(step, results):
                     self._spawn(self._apply(step, results))
+                case Validate(result):
+                    self._spawn(self._validate(result))
                 case LoadBase():
                     self._spawn(self._base("load_base", self.sm.state))
                 case ResetToBase():
@@ -154,6 +159,17 @@ class ClientDaemon:
                                    self._in_worker(self.trainer.apply, step, results))
         # the witness of step + 2 commits this hash; a failed apply commits none
         self._run(self.sm.applied_params(step, bytes.fromhex(digest) if digest else None))
+
+    async def _validate(self, result):
+        check = getattr(self.trainer, "validate", None)
+        why, fingerprint = "", None
+        if check is not None:
+            try:
+                why, fingerprint = await asyncio.get_running_loop().run_in_executor(
+                    self._validator, check, result)
+            except Exception as e:  # a result the check cannot handle is not vouched for
+                why = f"validation failed: {type(e).__name__}: {e}"
+        self._run(self.sm.validated(result, why, fingerprint))
 
     async def _base(self, how, *args):
         """Load (or put back) the base a syncing client replays from, in the worker: after the
@@ -357,6 +373,7 @@ class ClientDaemon:
             await self.transport.close()
             self._worker.shutdown(wait=False, cancel_futures=True)
             self._uploader.shutdown(wait=False, cancel_futures=True)
+            self._validator.shutdown(wait=False, cancel_futures=True)
             close = getattr(self.trainer, "close", None)
             if close is not None:  # a data-parallel trainer stops its worker processes
                 close()

@@ -44,6 +44,13 @@ class DummyTrainer:
         time.sleep(self.delay)
         return dummy_payload(self.run_id, step, batch)
 
+    def validate(self, result) -> tuple:
+        """Every honest simulated trainer of a batch sends the same bytes: anything else is
+        refused (the daemon's validation, as for real results)."""
+        if result.payload != dummy_payload(self.run_id, result.step, result.batch):
+            return "not the batch's simulated result", None
+        return "", None
+
     def apply(self, step: int, results: list) -> str:
         return self._params(step + 2)  # the parameters that train step + 2
 

@@ -37,10 +37,12 @@ from .actions import (
     Send,
     Snapshot,
     Train,
+    Validate,
 )
 from .applied import AppliedSet
 from .checkpointing import Checkpointing
 from .consensus import round_consensus
+from .copies import SeenPayloads
 from .results import TrainingResult, merkle_root
 from .sync import Sync
 
@@ -62,7 +64,10 @@ class ClientStateMachine:
         self.state = None
         self.first_seen = None  # (step, whether mid-round) of the first state this process saw
         self.assignments = {}  # step -> {client_index: BatchId} (trainers of that round)
-        self.results = {}  # step -> {BatchId: TrainingResult}, first verified per batch
+        self.results = {}  # step -> {BatchId: TrainingResult}, first valid one per batch
+        self.invalid = {}  # step -> {BatchId: why}: its trainer delivered a result not vouched for
+        self.validating = set()  # commitments of results being validated
+        self.seen = SeenPayloads()  # the valid results' payloads: copies of them are refused
         self.early = {}  # step -> [TrainingResult] received before we saw that round
         self.join_in_flight = False
         self.prepared = set()  # epochs whose model is ready
@@ -110,7 +115,8 @@ class ClientStateMachine:
         first, mid_round = self.first_seen
         return step > first or (step == first and not mid_round)
 
-    def _remember_round(self, st) -> None:
+    def _remember_round(self, st) -> list[Action]:
+        acts = []
         for k in range(len(st.rounds)):
             rnd = st.round_back(k)
             if rnd is None:
@@ -120,12 +126,14 @@ class ClientStateMachine:
                 trains = st.round_trains(rnd)
                 self.assignments[step] = assign_batches(st.config, rnd) if trains else {}
                 for r in self.early.pop(step, []):
-                    self._accept(r)
+                    acts += self._accept(r)
         # forget what no round in the ring can refer to any more
         oldest = st.step - len(st.rounds) - 1
-        for d in (self.assignments, self.results, self.early):
+        for d in (self.assignments, self.results, self.invalid, self.early):
             for s in [s for s in d if s < oldest]:
                 del d[s]
+        self.seen.forget(oldest)
+        return acts
 
     def _accept(self, r: TrainingResult) -> list[Action]:
         assigned = self.assignments.get(r.step)
@@ -135,8 +143,32 @@ class ClientStateMachine:
         owner = next((i for i, b in assigned.items() if b == r.batch), None)
         if owner is None or self.state.clients[owner].signer != r.trainer:
             return self._reject(r, "not the assigned trainer of that batch")
-        self.results.setdefault(r.step, {}).setdefault(r.batch, r)
-        return []
+        if self._decided(r.step, r.batch) or r.commitment in self.validating:
+            return []
+        self.validating.add(r.commitment)
+        return [Validate(r)]
+
+    def _decided(self, step: int, batch) -> bool:
+        """A result of this batch was taken, or its trainer's was found bad: the first counts."""
+        return batch in self.results.get(step, {}) or batch in self.invalid.get(step, {})
+
+    def validated(self, r: TrainingResult, why: str, fingerprint=None) -> list[Action]:
+        """The validation of a peer's result is done: `why` is '' when its payload fits the run's
+        model. A valid result that copies another one (this round's, or a payload of the rounds
+        before) is refused as well. A refused result is never vouched for: its trainer's score
+        falls short of the witness quorum and the health checks remove it."""
+        self.validating.discard(r.commitment)
+        if r.step not in self.assignments or self._decided(r.step, r.batch):
+            return []
+        if not why:
+            copied = self.seen.copy_of(r.step, r.payload, fingerprint)
+            why = f"a copy: {copied}" if copied else ""
+        if why:
+            self.invalid.setdefault(r.step, {})[r.batch] = why
+            return self._reject(r, why) + self._witness()
+        self.seen.add(r.step, r.payload, fingerprint, r.trainer)
+        self.results.setdefault(r.step, {})[r.batch] = r
+        return self._witness()
 
     def _reject(self, r, why) -> list[Action]:
         key = r.trainer.hex()
@@ -144,13 +176,13 @@ class ClientStateMachine:
         return [Log(f"dropped result for step {r.step} {r.batch} from {key[:8]}: {why}")]
 
     def _have_all(self, step: int) -> bool:
-        """A result for every batch of `step` whose trainer is still healthy."""
+        """A result (valid or refused) for every batch of `step` whose trainer is still
+        healthy."""
         assigned = self.assignments.get(step)
         if assigned is None:
             return False
-        got = self.results.get(step, {})
         for idx, batch in assigned.items():
-            if batch in got:
+            if self._decided(step, batch):
                 continue
             if self.state.clients[idx].state != ClientState.Healthy:
                 continue  # it left: nobody will deliver this batch, do not wait for it
@@ -163,8 +195,7 @@ class ClientStateMachine:
             self.first_seen = (st.step, st.run_state in (RunState.RoundTrain,
                                                          RunState.RoundWitness))
         self.state = st
-        self._remember_round(st)
-        acts = []
+        acts = self._remember_round(st)
         acts += self._join()
         me = self.my_index()
         phase = self.my_phase()
@@ -250,7 +281,9 @@ class ClientStateMachine:
 
     def trained(self, step: int, result: TrainingResult) -> list[Action]:
         self.trained_steps.add(step)
-        self.results.setdefault(step, {}).setdefault(result.batch, result)
+        if not self._decided(step, result.batch):
+            self.results.setdefault(step, {})[result.batch] = result
+            self.seen.add(step, result.payload, None, result.trainer)
         return [Publish(result)] + self._witness()
 
     def on_result(self, r: TrainingResult) -> list[Action]:

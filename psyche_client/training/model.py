@@ -20,9 +20,8 @@ def load_model_code():
     return LlamaConfig, LlamaForCausalLM
 
 
-def build_model(spec: ModelSpec, seed: int, device="cpu"):
-    """LlamaForCausalLM with weights drawn from `seed` alone."""
-    LlamaConfig, LlamaForCausalLM = load_model_code()
+def _llama_config(spec: ModelSpec):
+    LlamaConfig, _ = load_model_code()
     spec.validate()
     config = LlamaConfig(
         vocab_size=spec.vocab_size, hidden_size=spec.hidden_size,
@@ -31,11 +30,26 @@ def build_model(spec: ModelSpec, seed: int, device="cpu"):
         max_position_embeddings=spec.max_seq_len, tie_word_embeddings=spec.tie_embeddings,
         bos_token_id=None, eos_token_id=None, pad_token_id=None)
     config._attn_implementation = "eager"  # the same kernels everywhere: reproducible
+    return config
+
+
+def build_model(spec: ModelSpec, seed: int, device="cpu"):
+    """LlamaForCausalLM with weights drawn from `seed` alone."""
+    _, LlamaForCausalLM = load_model_code()
+    config = _llama_config(spec)
     devices = [torch.device(device)] if torch.device(device).type == "cuda" else []
     with torch.random.fork_rng(devices=devices):
         torch.manual_seed(seed & ((1 << 63) - 1))
         model = LlamaForCausalLM(config)
     return model.to(device=device, dtype=DTYPES[spec.dtype])
+
+
+def parameter_shapes(spec: ModelSpec) -> list[tuple]:
+    """The shapes of the model's parameters in `parameters()` order, with no weights made."""
+    _, LlamaForCausalLM = load_model_code()
+    with torch.device("meta"):
+        model = LlamaForCausalLM(_llama_config(spec))
+    return [tuple(p.shape) for p in model.parameters()]
 
 
 def parameter_count(model) -> int:

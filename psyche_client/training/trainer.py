@@ -34,11 +34,18 @@ from ..data.tcp import TcpDataProvider
 from .distro import DistroOptimizer
 from .errors import ModelUnavailable
 from .heldout import heldout_loss
-from .model import build_model, load_model_code, parameter_count, parameter_hash
+from .model import (
+    build_model,
+    load_model_code,
+    parameter_count,
+    parameter_hash,
+    parameter_shapes,
+)
 from .parallel import DataParallelGroup, forward_backward
 from .payload import encode_payload, peer_result_from_training_result
 from .snapshot import SnapshotError, encode_snapshot, layout_of, load_snapshot, size_limit
 from .stored import hf_files, load_stored
+from .validation import check_payload, fingerprint, result_layout
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +100,10 @@ class DistroTrainer:
         self._log_callback = log  # handed on to the data-parallel group
         self.log, self.metrics = log or logger.info, metrics or Metrics()
         load_model_code()  # now, not in the warmup of the first epoch this client joins
+        o = spec.optimizer
+        # what every peer's result must fit: known before any model is loaded
+        self.layout = result_layout(parameter_shapes(spec.model), o.chunk, o.topk,
+                                    o.quantize_1bit)
         self.device, self.micro_batch_size = torch.device(device), micro_batch_size
         self.data_parallelism = int(data_parallelism)
         self.model = self.optimizer = self.provider = self.heldout = self.group = None
@@ -199,6 +210,8 @@ class DistroTrainer:
                                          weight_decay=o.weight_decay, chunk=o.chunk, topk=o.topk,
                                          quantize_1bit=o.quantize_1bit,
                                          lookahead=o.lookahead)
+        if self.optimizer.layout() != self.layout:  # the validation thread checks against it
+            raise RuntimeError("the optimizer's result layout is not the one the spec gives")
         self.compressed_step = self.applied_step = None
         self.replicas_stale = False
 
@@ -317,11 +330,29 @@ class DistroTrainer:
         self.optimizer.apply_lookahead(self._lr(prev))
         return True
 
+    def validate(self, result) -> tuple:
+        """('', fingerprint) when a peer's result may be vouched for, else (why not, None).
+        Runs on the daemon's validation thread, beside the training: it reads only the layout."""
+        try:
+            params = check_payload(result.payload, self.layout)
+        except ValueError as e:
+            return str(e), None
+        return "", fingerprint(params)
+
     def apply(self, step: int, results: list) -> str:
-        """Apply a round's results; returns the parameter hash after them."""
+        """Apply a round's results; returns the parameter hash after them. A result that does
+        not decode is left out, by every client alike (the decoder is deterministic): no
+        payload, however malformed, makes an apply fail."""
         started = time.time()
-        peers = [peer_result_from_training_result(r, layout=self.optimizer.layout())
-                 for r in results]
+        peers, applied = [], []
+        for r in results:
+            try:
+                peers.append(peer_result_from_training_result(r, layout=self.layout))
+                applied.append(r)
+            except ValueError as e:
+                self.log(f"apply step {step}: left out the result of {r.trainer.hex()[:8]} "
+                         f"for {r.batch}: {e}")
+        results = applied
         self.optimizer.apply_results(peers, self._lr(step))
         self.applied_step = step
         if self.group is not None:

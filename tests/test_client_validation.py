@@ -1,0 +1,95 @@
+"""Validation before vouching, with the client state machine against the real core (the Sim of
+test_client_state_machine): a result that fails its check, or copies another one, is never
+vouched for, never applied, and its trainer is removed by the health checks; the honest
+results of every round are applied by every client."""
+
+from dataclasses import replace
+
+import numpy as np
+
+from psyche_client.client.copies import NEAR_COPY, SeenPayloads, overlap
+from psyche_client.client.results import TrainingResult, dummy_payload
+from psyche_client.client.state_machine import ClientStateMachine
+from psyche_coordinator_core import ClientState, RunState
+
+from .test_client_state_machine import CONFIG, Sim
+
+LONG = replace(CONFIG, epoch_time=40, total_steps=12)
+
+
+def honest_applies(sim, bad):
+    """{step: set of commitments} each honest client applied; asserts they all agree."""
+    per_client = {}
+    for who, step, commitments in sim.applies:
+        if who not in bad:
+            per_client.setdefault(step, {})[who] = frozenset(commitments)
+    for step, sets in per_client.items():
+        assert len(set(sets.values())) == 1, (step, sets)
+    return {step: next(iter(sets.values())) for step, sets in per_client.items()}
+
+
+def test_a_malformed_result_is_never_applied_and_its_trainer_is_removed():
+    sim = Sim(5, config=LONG, garbage={4})
+    bad = sim.ids[4].public
+    sim.run(lambda s: s.run_state == RunState.Cooldown)
+    st = sim.state
+    # every honest client applied the same set each round, with no result of the bad trainer
+    garbage = {r.commitment for r in sim.published if r.trainer == bad}
+    honest = {r.commitment for r in sim.published if r.trainer != bad}
+    applied = honest_applies(sim, {4})
+    assert applied and not any(s & garbage for s in applied.values())
+    assert set().union(*applied.values()) <= honest
+    # each round that trained honest results applied them (none were held back by the bad one)
+    trained = {r.step for r in sim.published if r.trainer != bad}
+    assert {s for s in applied if applied[s]} >= {s for s in trained if s + 2 < st.step - 2}
+    # its sender was reported by a health check and dropped; nobody else was
+    assert st.clients[st.client_index(bad)].state == ClientState.Dropped
+    assert all(c.state == ClientState.Healthy for c in st.clients if c.signer != bad)
+    assert any(op == "health_check" and bad in [st.clients[t].signer for t in args["targets"]]
+               for _, op, args in sim.sent_args)
+    # and the honest clients said why they refused its results
+    assert any("not the batch's simulated result" in text for who, text in sim.logs if who != 4)
+
+
+def test_copies_and_replays_are_refused_and_the_original_kept():
+    seen = SeenPayloads()
+    alice, bob = b"a" * 32, b"b" * 32
+    seen.add(7, b"original", None, alice)
+    assert seen.copy_of(7, b"original", None).startswith("the payload of 61616161")
+    assert "step 7" in seen.copy_of(8, b"original", None)  # last round's, sent again
+    assert seen.copy_of(8, b"something new", None) == ""
+    seen.forget(8)
+    assert seen.copy_of(8, b"original", None) == ""  # too old to compare: verification's job
+    # near copies: the same indices in most sampled chunks, whatever the bytes
+    fp = np.arange(100, dtype=np.uint64)
+    near = fp.copy()
+    near[:5] += np.uint64(1)
+    seen.add(9, b"x", fp, bob)
+    assert overlap(fp, near) == 0.95 >= NEAR_COPY
+    assert seen.copy_of(9, b"y", near).startswith("nearly the indices of 62626262")
+    far = fp + np.uint64(1)
+    assert seen.copy_of(9, b"z", far) == ""
+
+
+def test_a_copied_result_is_refused_by_the_state_machine():
+    """A trainer that re-signs another trainer's payload for its own batch: the witnesses take
+    the original (received first) and refuse the copy."""
+    sim = Sim(4, config=LONG, silent={3})  # the round waits for client 3: a state to look at
+    sim.run(lambda s: s.run_state == RunState.RoundTrain and s.current_round.height >= 1)
+    st = sim.state
+    sm = ClientStateMachine(b"o" * 32, b"o" * 32)  # an observer that saw none of the round
+    sm.on_state(st, sim.t)
+    step = st.step
+    (a, batch_a), (b, batch_b) = sorted(sm.assignments[step].items())[:2]
+    ids = {i.public: i for i in sim.ids}
+    ia, ib = ids[st.clients[a].signer], ids[st.clients[b].signer]
+    original = TrainingResult.create(ia, step, batch_a, dummy_payload("sim", step, batch_a))
+    copy = TrainingResult.create(ib, step, batch_b, original.payload)
+    for r in (original, copy):
+        for act in sm.on_result(r):
+            sm.validated(act.result, "", None)  # both pass the structural check
+    assert sm.results[step][batch_a] == original
+    assert batch_b not in sm.results.get(step, {})
+    assert "a copy: the payload of" in sm.invalid[step][batch_b]
+    # the copier delivered something: a witness does not wait for it before vouching
+    assert sm._decided(step, batch_b)
