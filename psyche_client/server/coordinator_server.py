@@ -23,7 +23,7 @@ from psyche_coordinator_core import (
     to_bytes,
     with_unsettled,
 )
-from psyche_coordinator_core.ops_json import ARGS, decode_args
+from psyche_coordinator_core.ops_json import ARGS, decode_args, loads
 
 from ..delegation import Delegation, DelegationError
 from ..identity import verify
@@ -203,7 +203,7 @@ class CoordinatorServer:
         await ws.send(json.dumps({"type": "challenge", "nonce": nonce.hex()}))
         try:
             raw = await asyncio.wait_for(ws.recv(), HELLO_TIMEOUT)
-            msg = json.loads(raw)
+            msg = loads(raw)  # as the Rust core reads JSON; MalformedJson is a ValueError
             if not isinstance(msg, dict) or msg.get("type") != "hello":
                 raise ValueError("the first message must be a hello")
         except asyncio.TimeoutError:
@@ -292,7 +292,7 @@ class CoordinatorServer:
         try:
             if isinstance(raw, bytes):
                 raise ValueError("binary frames are not accepted from clients")
-            msg = json.loads(raw)
+            msg = loads(raw)  # as the Rust core reads JSON; MalformedJson is a ValueError
             if not isinstance(msg, dict):
                 raise ValueError("a message is a JSON object")
             op_id = msg.get("id")
@@ -301,7 +301,7 @@ class CoordinatorServer:
                 return
             if msg.get("type") != "op" or not isinstance(msg.get("op"), str):
                 raise ValueError('expected {"type": "op", "id": int, "op": str, "args": {...}}')
-        except ValueError as e:  # json.JSONDecodeError is a ValueError
+        except ValueError as e:  # ops_json.MalformedJson is a ValueError
             conn.errors += 1
             await self._error(conn, "Malformed", str(e), op_id if isinstance(op_id, int) else None)
             return
