@@ -31,20 +31,42 @@ def _huge(data: bytes, pos: int, value: int, width: int, order: str) -> bytes:
     return data[:pos] + raw + data[pos + width:]
 
 
+def _truncate(data: bytes, p: int) -> bytes:
+    return data[:p % (len(data) + 1)]
+
+
+def _extend(data: bytes, extra: bytes) -> bytes:
+    return data + extra
+
+
+def _insert(data: bytes, p: int, junk: bytes) -> bytes:
+    p %= len(data) + 1
+    return data[:p] + junk + data[p:]
+
+
+def _cut(data: bytes, p: int, q: int) -> bytes:
+    p, q = sorted((p % (len(data) + 1), q % (len(data) + 1)))
+    return data[:p] + data[q:]
+
+
+def mutations():
+    """A strategy of functions bytes -> bytes: one structured mutation each."""
+    pos = st.integers(0, 1 << 16)
+    return st.one_of(
+        st.builds(lambda p, b: lambda d: _flip(d, p, b), pos, st.integers(0, 7)),
+        st.builds(lambda p: lambda d: _truncate(d, p), pos),
+        st.builds(lambda e: lambda d: _extend(d, e), st.binary(min_size=1, max_size=64)),
+        st.builds(lambda p, j: lambda d: _insert(d, p, j), pos, st.binary(max_size=16)),
+        st.builds(lambda p, q: lambda d: _cut(d, p, q), pos, pos),
+        st.builds(lambda p, v, w, o: lambda d: _huge(d, p, v, w, o), pos, st.sampled_from(HUGE),
+                  st.sampled_from([1, 2, 4, 8]), st.sampled_from(["little", "big"])),
+        st.builds(lambda r: lambda d: r, st.binary(max_size=256)),  # random bytes instead
+    )
+
+
 def mutated(valid: bytes):
     """A strategy of byte strings near `valid`."""
-    n = max(len(valid), 1)
-    pos = st.integers(0, n)
-    return st.one_of(
-        st.builds(_flip, st.just(valid), pos, st.integers(0, 7)),
-        st.builds(lambda p: valid[:p], pos),  # truncated
-        st.builds(lambda extra: valid + extra, st.binary(min_size=1, max_size=64)),  # extended
-        st.builds(lambda p, junk: valid[:p] + junk + valid[p:], pos, st.binary(max_size=16)),
-        st.builds(lambda p, q: valid[:p] + valid[q:], pos, pos),  # a slice cut out
-        st.builds(_huge, st.just(valid), pos, st.sampled_from(HUGE), st.sampled_from([1, 2, 4, 8]),
-                  st.sampled_from(["little", "big"])),
-        st.binary(max_size=256),  # random bytes
-    )
+    return mutations().map(lambda f: f(valid))
 
 
 def mutated_text(valid: str):
