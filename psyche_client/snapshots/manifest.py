@@ -9,6 +9,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from psyche_coordinator_core.ops_json import loads as read_json
+
 from .errors import ManifestInvalid
 
 MANIFEST_NAME = "manifest.json"
@@ -84,8 +86,8 @@ class Manifest:
         """Parses and validates; the bytes must be canonical, so that they hash to the
         location they were stored under."""
         try:
-            doc = json.loads(data)
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            doc = read_json(data)
+        except ValueError as e:  # MalformedJson
             raise ManifestInvalid(f"manifest: not JSON ({e})") from None
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
             raise ManifestInvalid(f"manifest: expected format {FORMAT}, got "
