@@ -198,3 +198,18 @@ def test_the_daemon_stops_for_good_on_not_allowed():
     asyncio.run(daemon._send("join", {"signer": me, "p2p_identity": me}))
     assert daemon._stop.is_set() and isinstance(daemon._refusal, FatalBackendError)
     assert "NotAllowed" in str(daemon._refusal)
+
+
+def test_the_cli_refuses_a_bad_allow_file_before_anything_starts(tmp_path):
+    from click.testing import CliRunner
+
+    from psyche_client.cli.server import main
+
+    bad = tmp_path / "allow.txt"
+    bad.write_text(key(1).public.hex() + "\nnot-a-key\n")
+    res = CliRunner().invoke(main, ["run", "--state", str(tmp_path / "state.toml"), "--tui",
+                                    "false", "--allow", str(bad)])
+    assert res.exit_code == 2 and "allow.txt:2: 'not-a-key' is not a public key" in res.output
+    res = CliRunner().invoke(main, ["run", "--state", str(tmp_path / "state.toml"), "--tui",
+                                    "false", "--allow-key", "zz"])
+    assert res.exit_code == 2 and "'zz' is not a public key" in res.output
