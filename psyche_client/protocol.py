@@ -18,7 +18,9 @@ canonical bytes (compressed by permessage-deflate, so mostly-empty states are sm
   client -> server  {"type": "op", "id": int, "op": name, "args": {ops_json args}}
   server -> client  {"type": "ok", "id": int} | {"type": "error", "id": int|null, "code": str,
                      "message": str}   (codes: the core's, or the server's own: BadHello,
-                     Malformed, WrongRunId, BadDelegation, NotADelegate, UnknownQuery)
+                     Malformed, WrongRunId, BadDelegation, NotADelegate, NotAllowed,
+                     UnknownQuery; NotAllowed: the server has an allow-list that names
+                     neither this signer nor the identity it joins as, for good)
   any -> server     {"type": "query", "id": int, "query": "leaderboard"} (observers too)
   server -> client  {"type": "result", "id": int, "result": {"ledger": {identity hex: Points
                      fields} with what the slots hold now, "settled": the same as settled,

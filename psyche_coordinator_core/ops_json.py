@@ -3,6 +3,8 @@
 One encoding serves the conformance vectors (which the Rust program replays) and the
 centralized server's wire messages, so both speak the same operations."""
 
+import json
+import math
 import re
 
 from .config import RunConfig
@@ -30,6 +32,88 @@ ARGS = {
 }
 OPTIONAL = {("checkpoint", "revision"), ("join", "identity"), ("update", "config"),
             ("update", "checkpoint")}
+MAX_DEPTH = 128  # nested arrays and objects; serde_json refuses the 129th level
+
+
+class MalformedJson(ValueError):
+    """Text that is not JSON as both cores read it (`loads`); the server answers "Malformed"."""
+
+    code = "Malformed"
+
+
+def _int(text: str):
+    # serde_json (the Rust side) keeps integers in [-2^63, 2^64) as integers; "-0" and anything
+    # wider it reads as a float, and a float it cannot represent is an error
+    if text != "-0" and len(text) <= 21:
+        v = int(text)
+        if -(1 << 63) <= v < 1 << 64:
+            return v
+    return _float(text)
+
+
+def _float(text: str) -> float:
+    v = float(text)
+    if math.isinf(v):
+        raise MalformedJson(f"number out of range: {text[:40]}")
+    return v
+
+
+def _constant(name: str):
+    raise MalformedJson(f"{name} is not JSON")
+
+
+def _check(v, depth: int) -> None:
+    if depth > MAX_DEPTH:
+        raise MalformedJson(f"nested deeper than {MAX_DEPTH} levels")
+    if isinstance(v, str):
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError:
+            raise MalformedJson("a string holds a lone surrogate (\\ud800-\\udfff)") from None
+    elif isinstance(v, dict):
+        for k, x in v.items():
+            _check(k, depth)
+            _check(x, depth + 1)
+    elif isinstance(v, list):
+        for x in v:
+            _check(x, depth + 1)
+
+
+def loads(text):
+    """JSON text read as the Rust core reads it (serde_json): the same documents accepted, the
+    same values. Beyond `json.loads`: NaN and Infinity, numbers out of a double's range, lone
+    surrogates in strings and nesting deeper than MAX_DEPTH are MalformedJson; "-0" and integers
+    outside [-2^63, 2^64) are floats (so not integers to `decode_args`), as serde_json reads
+    them. Duplicate keys: the last one wins, in both. Bytes must be UTF-8."""
+    if isinstance(text, (bytes, bytearray)):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise MalformedJson(f"not UTF-8: {e}") from None
+    if not isinstance(text, str):
+        raise MalformedJson(f"JSON text is a string, not {type(text).__name__}")
+    try:
+        v = json.loads(text, parse_int=_int, parse_float=_float, parse_constant=_constant)
+    except MalformedJson:
+        raise
+    except RecursionError:
+        raise MalformedJson(f"nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as e:  # json.JSONDecodeError
+        raise MalformedJson(str(e)) from None
+    _check(v, 1 if isinstance(v, (dict, list)) else 0)
+    return v
+
+
+def _is_text(v) -> bool:
+    """A string the Rust side can hold: UTF-8, so no lone surrogates (which `loads` refuses
+    already; a dict built in Python may still carry one)."""
+    if not isinstance(v, str):
+        return False
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def checkpoint_to_json(ck: Checkpoint) -> dict:
@@ -48,7 +132,7 @@ def checkpoint_from_json(d) -> Checkpoint:
         raise CoordinatorError("InvalidCheckpoint",
                                f"checkpoint.kind must be one of {list(CheckpointKind.__members__)}")
     repo, revision = d.get("repo", ""), d.get("revision", "")
-    if not isinstance(repo, str) or not isinstance(revision, str):
+    if not _is_text(repo) or not _is_text(revision):
         raise CoordinatorError("InvalidOperation", "checkpoint repo and revision are strings")
     digest, step = d.get("hash", "00" * 32), d.get("step", 0)
     if not isinstance(digest, str) or not HEX.fullmatch(digest) or len(digest) != 64:
@@ -86,7 +170,9 @@ def decode_args(op: str, args) -> dict:
         raise CoordinatorError("InvalidOperation",
                                f"{op}: unknown args {sorted(unknown)}, missing {sorted(missing)}")
     out = {}
-    for k, v in args.items():
+    # in sorted key order, as the Rust decoder (serde_json's map is sorted): with two wrong
+    # arguments of different codes both name the same one
+    for k, v in sorted(args.items()):
         if k in BYTES_ARGS:
             if not isinstance(v, str) or not HEX.fullmatch(v):
                 raise CoordinatorError("InvalidOperation", f"{k} must be lowercase hex: "
@@ -104,11 +190,11 @@ def decode_args(op: str, args) -> dict:
                                        "targets must be a list of integers in [0, 65536)")
             out[k] = list(v)
         elif k in ("repo", "revision"):
-            if not isinstance(v, str):
+            if not _is_text(v):
                 raise CoordinatorError("InvalidOperation", f"{k} must be a string")
             out[k] = v
         else:  # index, step: unsigned on the wire, as in the Rust program
             if type(v) is not int or not 0 <= v < 1 << 32:
                 raise CoordinatorError("InvalidOperation", f"{k} must be an integer in [0, 2^32)")
             out[k] = v
-    return out
+    return {k: out[k] for k in args}  # the document's order, as given

@@ -167,6 +167,8 @@ class CentralizedBackend:
             code = reply.get("code")
             if code in CoordinatorError.CODES:
                 raise CoordinatorError(code, reply.get("message", ""))
+            if code == "NotAllowed":  # the server's allow-list: asking again cannot help
+                raise FatalBackendError(f"{code}: {reply.get('message')}")
             raise BackendError(f"{code}: {reply.get('message')}")
 
     async def query(self, what: str = "leaderboard") -> dict:

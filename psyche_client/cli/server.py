@@ -2,6 +2,7 @@
 
 import asyncio
 import logging
+import os
 import signal
 import time
 
@@ -9,6 +10,7 @@ import click
 
 from psyche_coordinator_core import LayoutError, apply
 
+from ..server.allowlist import AllowList, AllowListError
 from ..server.coordinator_server import CoordinatorServer
 from ..server.data_server import DataServer
 from ..server.persistence import StateStore
@@ -46,7 +48,8 @@ def validate_config(state_path, data_config):
 @main.command(help="Start the server and coordinate the run declared in state.toml. The "
               "operator pauses the run with SIGUSR1 (`kill -USR1 PID`: an active round ends, "
               "then its Cooldown, and every client is withdrawn; clients joining after the "
-              "resume start from the run's recorded snapshot) and resumes it with SIGUSR2.")
+              "resume start from the run's recorded snapshot) and resumes it with SIGUSR2; "
+              "SIGHUP rereads the --allow file.")
 @click.option("--state", "state_path", required=True, type=click.Path(dir_okay=False),
               help="Path to TOML of the coordinator state.")
 @click.option("-s", "--server-port", type=int, default=0, show_default=True,
@@ -71,10 +74,27 @@ def validate_config(state_path, data_config):
 @click.option("--tick-interval", type=float, default=0.5, show_default=True,
               help="Longest time between the server's own ticks; it also ticks as soon as "
                    "a phase is due.")
+@click.option("--allow", "allow_file", type=click.Path(dir_okay=False), default=None,
+              help="Allow-list: a file of the identities (public keys, 64 hex digits or "
+                   "base58, one a line, # comments) that may take part; others are refused "
+                   "with NotAllowed. Reread on SIGHUP. Without --allow and --allow-key the run "
+                   "is permissionless.")
+@click.option("--allow-key", "allow_keys", multiple=True, metavar="KEY",
+              help="An identity that may take part (hex or base58); repeatable, and added to "
+                   "--allow's file.")
 def run(state_path, server_port, host, tui, data_config, save_state_dir, init_warmup_time,
-        init_min_clients, withdraw_on_disconnect, reconnect_grace, tick_interval):
+        init_min_clients, withdraw_on_disconnect, reconnect_grace, tick_interval, allow_file,
+        allow_keys):
     recent = RecentLines() if tui_enabled(tui) else None
     configure_logging(handler=recent)  # with the view, its last lines are drawn under it
+    allow = None
+    if allow_file is not None or allow_keys:
+        try:
+            allow = AllowList(allow_file, allow_keys)
+        except AllowListError as e:
+            fail(str(e))
+        log.info("allow-list: %d identities may take part%s", len(allow),
+                 f" (kill -HUP {os.getpid()} rereads {allow_file})" if allow_file else "")
 
     try:
         initial = load_state_file(state_path, init_min_clients, init_warmup_time)
@@ -107,12 +127,20 @@ def run(state_path, server_port, host, tui, data_config, save_state_dir, init_wa
     server = CoordinatorServer(state, store, withdraw_on_disconnect, tick_interval,
                                spec=spec.to_dict() if spec else None,
                                reconnect_grace=reconnect_grace if restored else None,
-                               ledger=ledger)
+                               ledger=ledger, allow=allow)
+
+    def reload_allow_list():
+        try:
+            log.info("allow-list reread: %d identities may take part", allow.reload())
+        except AllowListError as e:
+            log.error("allow-list not reread, the previous one stays: %s", e)
 
     async def main_loop():
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGUSR1, server.authority, "pause")
         loop.add_signal_handler(signal.SIGUSR2, server.authority, "resume")
+        if allow is not None and allow.path is not None:
+            loop.add_signal_handler(signal.SIGHUP, reload_allow_list)
         if data_cfg is not None:
             data_host, _, data_port = spec.data.address.rpartition(":")
             data = DataServer(data_cfg, state.run_id, authorize=server.is_epoch_client)

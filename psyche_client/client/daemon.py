@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from psyche_coordinator_core import CoordinatorError, RoundCommittee, RunState
 
-from ..backends.base import BackendError
+from ..backends.base import BackendError, FatalBackendError
 from ..training.errors import ModelUnavailable
 from .actions import (
     Action,
@@ -76,7 +76,8 @@ class ClientDaemon:
         self._last_phase = None
         self._stop = asyncio.Event()  # set when this client must leave the run
         self._exit_code = None  # leave()'s code: the process was asked to exit
-        self._refusal = None  # RunIsFull: the run refused the join for good
+        # RunIsFull or a FatalBackendError (NotAllowed): the run refused this client for good
+        self._refusal = None
         # one worker: prepare, apply, train and evaluate run in the order they were asked for
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trainer")
         # one more for the snapshots' writes and uploads: in order, beside the training
@@ -150,6 +151,9 @@ class ClientDaemon:
                     or (op == "settle" and e.code == "NothingToSettle")):
                 log.warning("%s rejected: %s: %s", op, e.code, e.detail)
             self._run(self.sm.op_finished(op, e.code, args))
+        except FatalBackendError as e:  # NotAllowed: the server will never admit this client
+            self._refusal = e
+            self._stop.set()
         except BackendError as e:
             log.warning("%s not delivered: %s", op, e)
             self._run(self.sm.op_finished(op, "Unreachable", args))

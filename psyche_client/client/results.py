@@ -51,8 +51,9 @@ class TrainingResult:
         """Raises ValueError on anything malformed."""
         try:
             start, end = d["batch"]
-            if not all(type(x) is int for x in (d["step"], start, end)) or not 0 <= start <= end:
-                raise ValueError
+            if (not all(type(x) is int for x in (d["step"], start, end))
+                    or not 0 <= start <= end < 1 << 64 or not 0 <= d["step"] < 1 << 32):
+                raise ValueError  # the commitment holds the step as u32, the batch as u64s
             r = cls(d["step"], BatchId(start, end), bytes.fromhex(d["trainer"]),
                     bytes.fromhex(d["payload"]), bytes.fromhex(d["commitment"]),
                     bytes.fromhex(d["signature"]))

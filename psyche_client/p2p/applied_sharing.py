@@ -19,6 +19,8 @@ import json
 import logging
 import random
 
+from psyche_coordinator_core.ops_json import loads as read_json
+
 from ..client.applied import AppliedSet
 from ..client.results import TrainingResult
 from .errors import BadRequest, P2PError
@@ -42,7 +44,7 @@ class AppliedSharing:
 
     def _answer(self, request: bytes, peer: str) -> bytes:
         try:
-            msg = json.loads(request)
+            msg = read_json(request)
         except ValueError:
             raise BadRequest("not JSON") from None
         kind = msg.get("type") if isinstance(msg, dict) else None
@@ -70,7 +72,7 @@ async def request_applied(node, peer, step: int, timeout=None):
                              json.dumps({"type": "applied", "step": step}).encode(), MAX_REPLY,
                              timeout)
     try:
-        reply = json.loads(raw)
+        reply = read_json(raw)
     except ValueError:
         raise ValueError("reply is not JSON") from None
     if not isinstance(reply, dict) or "set" not in reply:
@@ -109,7 +111,7 @@ async def fetch_received(node, peers, step: int, request_timeout=10.0, log=None)
         try:
             raw = await node.request(peer, APPLIED_ALPN, json.dumps(
                 {"type": "received", "step": step}).encode(), MAX_REPLY, request_timeout)
-            got = json.loads(raw)["results"]
+            got = read_json(raw)["results"]
             results = [TrainingResult.from_json(r) for r in got]
         except (P2PError, ValueError, KeyError, TypeError) as e:
             log(f"results of step {step}: none from {peer[:8]}: {e}")

@@ -11,6 +11,8 @@ import ipaddress
 import json
 import logging
 
+from psyche_coordinator_core.ops_json import loads as read_json
+
 from . import blobs, iroh_fastpath
 from .blobs import BLOB_ALPN, DEFAULT_MAX_BLOB, BlobStore, hash_bytes
 from .errors import BadRequest, BlobError, P2PError, RequestError
@@ -397,7 +399,7 @@ class IrohNode:
     async def _receive_announcement(self, stream, sender):
         try:
             raw = await asyncio.wait_for(stream.read_to_end(MAX_ANNOUNCEMENT), self.timeout)
-            msg = json.loads(raw)
+            msg = read_json(raw)  # ValueError (MalformedJson) on anything not JSON
         except (iroh.IrohError, asyncio.TimeoutError, ValueError) as e:
             logger.debug("dropped an announcement from %s: %s", sender, e)
             return

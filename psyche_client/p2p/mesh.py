@@ -10,6 +10,8 @@ import websockets
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import serve
 
+from psyche_coordinator_core.ops_json import loads as read_json
+
 MAX_PEER_MESSAGE = 8 << 20
 logger = logging.getLogger(__name__)
 
@@ -38,7 +40,7 @@ class PeerMesh:
         try:
             async for raw in ws:
                 try:
-                    msg = json.loads(raw)
+                    msg = read_json(raw)
                 except ValueError:
                     continue  # a malformed message from a peer is dropped
                 if isinstance(msg, dict):

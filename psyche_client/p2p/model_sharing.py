@@ -28,6 +28,8 @@ import random
 import time
 from dataclasses import asdict, dataclass
 
+from psyche_coordinator_core.ops_json import loads as read_json
+
 from .errors import BadRequest, ModelSharingError, P2PError
 
 MODEL_ALPN = b"psyche/model/1"
@@ -89,7 +91,7 @@ class ModelSharing:
 
     def _answer(self, request: bytes, peer: str) -> bytes:
         try:
-            msg = json.loads(request)
+            msg = read_json(request)
         except ValueError:
             raise BadRequest("not JSON") from None
         kind = msg.get("type") if isinstance(msg, dict) else None
@@ -107,7 +109,7 @@ async def request_manifest(node, peer, timeout=None):
     P2PError for an unknown peer) when it cannot be had, ValueError when the reply is junk."""
     raw = await node.request(peer, MODEL_ALPN, b'{"type":"manifest"}', MAX_REPLY, timeout)
     try:
-        reply = json.loads(raw)
+        reply = read_json(raw)
     except ValueError:
         raise ValueError("reply is not JSON") from None
     if not isinstance(reply, dict) or "manifest" not in reply:

@@ -23,7 +23,7 @@ from psyche_coordinator_core import (
     to_bytes,
     with_unsettled,
 )
-from psyche_coordinator_core.ops_json import ARGS, decode_args
+from psyche_coordinator_core.ops_json import ARGS, decode_args, loads
 
 from ..delegation import Delegation, DelegationError
 from ..identity import verify
@@ -48,7 +48,7 @@ HELLO_TIMEOUT = 10
 
 class ServerRefusal(Exception):
     """An operation the server refuses before the core sees it, with a server-side code (the
-    core's codes are fixed): NotADelegate, UnknownQuery."""
+    core's codes are fixed): NotADelegate, NotAllowed, UnknownQuery."""
 
     def __init__(self, code: str, detail: str = ""):
         super().__init__(f"{code}: {detail}")
@@ -66,13 +66,20 @@ class Connection:
         return identity == self.signer or (self.delegation is not None
                                            and self.delegation.identity == identity)
 
+    def identities(self) -> list:
+        """The keys this connection may act as: its signer, and its delegation's identity."""
+        return [self.signer] + ([self.delegation.identity] if self.delegation else [])
+
 
 class CoordinatorServer:
     def __init__(self, state, store=None, withdraw_on_disconnect=True, tick_interval=0.5,
-                 clock=time.time, spec=None, reconnect_grace=None, ledger=None):
+                 clock=time.time, spec=None, reconnect_grace=None, ledger=None, allow=None):
         """`reconnect_grace`: seconds the members of a state restored after a restart have to
         connect again before they are withdrawn (None: a fresh state, nobody to wait for).
-        `ledger`: the points ledger {identity: Points} saved with the state (None: empty)."""
+        `ledger`: the points ledger {identity: Points} saved with the state (None: empty).
+        `allow`: an AllowList (allowlist.py) of the identities that may take part, or None:
+        permissionless, anyone may join."""
+        self.allow = allow
         self.reconnect_grace = reconnect_grace
         self.spec = spec  # training spec for clients (a dict), None: simulated training
         self.state = state
@@ -196,7 +203,7 @@ class CoordinatorServer:
         await ws.send(json.dumps({"type": "challenge", "nonce": nonce.hex()}))
         try:
             raw = await asyncio.wait_for(ws.recv(), HELLO_TIMEOUT)
-            msg = json.loads(raw)
+            msg = loads(raw)  # as the Rust core reads JSON; MalformedJson is a ValueError
             if not isinstance(msg, dict) or msg.get("type") != "hello":
                 raise ValueError("the first message must be a hello")
         except asyncio.TimeoutError:
@@ -285,7 +292,7 @@ class CoordinatorServer:
         try:
             if isinstance(raw, bytes):
                 raise ValueError("binary frames are not accepted from clients")
-            msg = json.loads(raw)
+            msg = loads(raw)  # as the Rust core reads JSON; MalformedJson is a ValueError
             if not isinstance(msg, dict):
                 raise ValueError("a message is a JSON object")
             op_id = msg.get("id")
@@ -294,7 +301,7 @@ class CoordinatorServer:
                 return
             if msg.get("type") != "op" or not isinstance(msg.get("op"), str):
                 raise ValueError('expected {"type": "op", "id": int, "op": str, "args": {...}}')
-        except ValueError as e:  # json.JSONDecodeError is a ValueError
+        except ValueError as e:  # ops_json.MalformedJson is a ValueError
             conn.errors += 1
             await self._error(conn, "Malformed", str(e), op_id if isinstance(op_id, int) else None)
             return
@@ -302,6 +309,10 @@ class CoordinatorServer:
         try:
             if conn.signer is None:
                 raise CoordinatorError("NotAClient", "observers cannot send operations")
+            if self.allow is not None and not any(k in self.allow for k in conn.identities()):
+                raise ServerRefusal("NotAllowed", f"{conn.signer.hex()[:16]} is not on this "
+                                    f"run's allow-list (run {self.state.run_id!r}), nor does it "
+                                    "present a delegation of an identity that is")
             if op not in CLIENT_OPS:
                 raise CoordinatorError("InvalidOperation",
                                        f"{op!r} is for the run authority, not clients")
@@ -314,6 +325,11 @@ class CoordinatorServer:
                                     f"delegation of identity {identity.hex()[:16]} for run "
                                     f"{self.state.run_id!r} (psyche-centralized-client "
                                     "delegate; train --delegation)")
+            if op == "join" and self.allow is not None:
+                joins_as = conn.signer if identity is None else identity
+                if joins_as not in self.allow:
+                    raise ServerRefusal("NotAllowed", f"identity {joins_as.hex()[:16]} is not "
+                                        f"on this run's allow-list (run {self.state.run_id!r})")
             self.apply_op(op, typed)
         except (CoordinatorError, ServerRefusal) as e:
             conn.errors += 1

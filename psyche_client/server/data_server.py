@@ -11,6 +11,8 @@ import asyncio
 import json
 import struct
 
+from psyche_coordinator_core.ops_json import loads as read_json
+
 from ..data.local import LocalDataProvider
 from ..data.provider import DataError
 from ..data.tcp import MAX_HEADER, request_message
@@ -31,12 +33,13 @@ class DataServer:
 
     def _answer(self, raw: bytes):
         try:
-            req = json.loads(raw)
+            req = read_json(raw)
             signer = bytes.fromhex(req["signer"])
             start, end = req["start"], req["end"]
             signature = bytes.fromhex(req["signature"])
-            if type(start) is not int or type(end) is not int:
-                raise ValueError
+            if type(start) is not int or type(end) is not int or not (
+                    0 <= start < 1 << 64 and 0 <= end < 1 << 64):
+                raise ValueError  # signed as u64s: wider ones cannot be (struct.error)
         except (ValueError, KeyError, TypeError):
             return {"ok": False, "error": "malformed request"}, None
         if req.get("run_id") != self.run_id:

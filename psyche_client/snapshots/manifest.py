@@ -9,18 +9,20 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from psyche_coordinator_core.ops_json import loads as read_json
+
 from .errors import ManifestInvalid
 
 MANIFEST_NAME = "manifest.json"
 FORMAT = 1
-HEX64 = re.compile(r"^[0-9a-f]{64}$")
+HEX64 = re.compile(r"[0-9a-f]{64}")  # fullmatch only: `$` would let a trailing newline by
 # a snapshot's files sit side by side in one directory: plain names only
-FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 HASH_CHUNK = 1 << 20
 
 
 def is_location(text: str) -> bool:
-    return bool(HEX64.match(text))
+    return bool(HEX64.fullmatch(text))
 
 
 def sha256_file(path: Path) -> str:
@@ -52,16 +54,17 @@ class Manifest:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise ManifestInvalid(f"manifest: {name} must be a non-negative integer, not {v!r}")
-        if not isinstance(self.param_hash, str) or not HEX64.match(self.param_hash):
+        if not isinstance(self.param_hash, str) or not HEX64.fullmatch(self.param_hash):
             raise ManifestInvalid("manifest: param_hash must be 64 lowercase hex digits, "
                                   f"not {self.param_hash!r}")
         if not self.files:
             raise ManifestInvalid("manifest: a snapshot has at least one file")
         for name, entry in self.files.items():
-            if not FILE_NAME.match(name) or name == MANIFEST_NAME:
+            if not FILE_NAME.fullmatch(name) or name == MANIFEST_NAME:
                 raise ManifestInvalid(f"manifest: {name!r} is not a valid snapshot file name")
-            if not isinstance(entry, FileEntry) or not HEX64.match(entry.sha256) or \
-                    not isinstance(entry.size, int) or entry.size < 0:
+            if not isinstance(entry, FileEntry) or not isinstance(entry.sha256, str) or \
+                    not HEX64.fullmatch(entry.sha256) or \
+                    type(entry.size) is not int or entry.size < 0:
                 raise ManifestInvalid(f"manifest: the entry of {name!r} needs a 64-hex sha256 "
                                       "and a non-negative size")
 
@@ -84,8 +87,8 @@ class Manifest:
         """Parses and validates; the bytes must be canonical, so that they hash to the
         location they were stored under."""
         try:
-            doc = json.loads(data)
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            doc = read_json(data)
+        except ValueError as e:  # MalformedJson
             raise ManifestInvalid(f"manifest: not JSON ({e})") from None
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
             raise ManifestInvalid(f"manifest: expected format {FORMAT}, got "

@@ -266,9 +266,9 @@ fn decode_args(op: &str, args: &Value) -> Result<Args, E> {
     if unknown || missing {
         return Err(E::InvalidOperation);
     }
-    // Decode in the object's key order. serde_json (without preserve_order) iterates keys sorted,
-    // Python in document order: only a step with two wrong arguments of different codes could
-    // tell the difference, and the vectors have none (README: "exactly one thing wrong").
+    // Decode in sorted key order (serde_json without preserve_order iterates keys sorted), as
+    // ops_json.decode_args does: with two wrong arguments of different codes both name the same
+    // (tests/fuzz/ops_json_edge_cases.json holds such cases).
     let mut bytes = std::collections::BTreeMap::new();
     let mut ints = std::collections::BTreeMap::new();
     let mut texts = std::collections::BTreeMap::new();
@@ -899,5 +899,45 @@ fn decoder_mirrors_ops_json() {
     assert_eq!(
         cp(serde_json::json!({"signer": k, "index": 0})),
         Err(E::InvalidOperation)
+    );
+}
+
+// ---------------------------------------------------------------- edge cases of the JSON itself
+
+/// `tests/fuzz/ops_json_edge_cases.json` (written by `tests/fuzz/ops_json_edge_cases.py`): the
+/// arguments of an operation as JSON *text* (-0, 2^64, 1e400, lone surrogates, duplicate keys,
+/// bad syntax, deep nesting), with what the Python side answers: null, "Malformed" (its
+/// `ops_json.loads` refuses the text) or a `decode_args` error code. serde_json's parse error
+/// is "Malformed" here; every case must get the same answer.
+#[test]
+fn ops_json_edge_cases() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../tests/fuzz/ops_json_edge_cases.json");
+    let doc: Value = serde_json::from_str(&fs::read_to_string(&path).expect("read edge cases"))
+        .expect("edge cases file is JSON");
+    let cases = doc["cases"].as_array().expect("cases");
+    assert!(cases.len() >= 100, "only {} edge cases", cases.len());
+    let mut wrong = Vec::new();
+    for case in cases {
+        let name = case["name"].as_str().expect("name");
+        let op = case["op"].as_str().expect("op");
+        let text = case["args"].as_str().expect("args text");
+        let want = case["error"].as_str().map(str::to_string);
+        let got = match serde_json::from_str::<Value>(text) {
+            Err(_) => Some("Malformed".to_string()),
+            Ok(args) => decode_args(op, &args).err().map(|e| format!("{e:?}")),
+        };
+        if got != want {
+            wrong.push(format!(
+                "{name}: {op} {text:.80?}: Rust {got:?}, Python {want:?}"
+            ));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {} edge cases differ:\n{}",
+        wrong.len(),
+        cases.len(),
+        wrong.join("\n")
     );
 }
