@@ -9,7 +9,7 @@ import websockets
 from websockets.asyncio.client import connect
 
 from psyche_coordinator_core import CoordinatorError, LayoutError, from_bytes
-from psyche_coordinator_core.ops_json import encode_args
+from psyche_coordinator_core.ops_json import encode_args, loads
 
 from ..protocol import CLOSE_WRONG_RUN, MAX_MESSAGE_BYTES, hello_message
 from .base import BackendError, FatalBackendError
@@ -117,10 +117,18 @@ class CentralizedBackend:
                 self._states.get_nowait()  # only the newest state matters
             self._states.put_nowait(state)
             return
-        data = json.loads(msg)
+        try:
+            data = loads(msg)
+        except ValueError as e:
+            log.warning("server sent an unreadable message: %s", e)
+            return
+        if not isinstance(data, dict):
+            log.warning("server sent a message that is not an object: %.80r", msg)
+            return
         kind = data.get("type")
         if kind == "peers":
-            self._peers = data["peers"]
+            if isinstance(data.get("peers"), dict):
+                self._peers = data["peers"]
         elif kind == "spec":
             if not self._spec.done():
                 self._spec.set_result(data.get("spec"))
