@@ -198,7 +198,7 @@ class DistroTrainer:
                                          momentum_decay=o.momentum_decay,
                                          weight_decay=o.weight_decay, chunk=o.chunk, topk=o.topk,
                                          quantize_1bit=o.quantize_1bit,
-                                         lookahead=o.lookahead)
+                                         lookahead=o.lookahead, clip=o.clip)
         self.compressed_step = self.applied_step = None
         self.replicas_stale = False
 
