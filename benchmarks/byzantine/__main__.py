@@ -108,7 +108,7 @@ def one_run(args, data, clip, attack_name=None) -> dict:
 
     sim = None
     try:
-        sim = Sim(config, spec, RUN_SEED, adversaries,
+        sim = Sim(config, spec, args.seed, adversaries,
                   log=lambda s: print(f"  {label}: {s}", flush=True))
         sim.run(max_seconds=40 * args.steps + 600, progress=progress)
         outcome = "finished"
@@ -118,6 +118,10 @@ def one_run(args, data, clip, attack_name=None) -> dict:
         outcome = f"harness error: {type(e).__name__}: {str(e)[:200]}"
     row = summarize(sim, adversaries) if sim is not None else {}
     row.update(outcome=outcome, clip=clip, wall_s=round(time.time() - started, 1))
+    if outcome != "finished":  # the last held-out loss taken is not the run's final one
+        row["last_heldout_step"] = row.pop("final_heldout_step", None)
+        row["last_heldout_loss"] = row.pop("final_heldout_loss", None)
+        row["final_heldout_loss"] = None
     if sim is not None and outcome == "finished":
         honest = [c for c in sim.clients if c.attack is None]
         row["honest_params_agree"] = len({parameter_hash(c.trainer.model) for c in honest}) == 1
@@ -211,6 +215,8 @@ def main(argv=None) -> int:
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--warmup", type=int, default=5, help="optimizer warmup steps")
     ap.add_argument("--topk", type=int, default=32)
+    ap.add_argument("--seed", type=int, default=RUN_SEED,
+                    help=f"the run seed (initial weights; default {RUN_SEED})")
     ap.add_argument("--data-dir", type=Path, default=DATA,
                     help=f"token files, built here once (default {DATA})")
     ap.add_argument("--no-baseline", action="store_true",

@@ -12,6 +12,8 @@ Payload attacks (names as `--attacks` takes them):
              clipping cannot see
   sign_flip  every value negated
   scale100   every value x100
+  flip100    every value x(-100): the sign flip with the weight to decide every coefficient it
+             picks under a plain mean (the worst case for mean aggregation)
   zeros      every value 0 (a free-rider: dilutes the mean)
   copy       another client's payload of the same step (an honest peer's, the lowest index that
              has published), re-signed for its own batch
@@ -127,6 +129,14 @@ class Scale100(_ValueAttack):
         return v * 100
 
 
+class Flip100(_ValueAttack):
+    name = "flip100"
+    needs_float_values = True
+
+    def change(self, v):
+        return v * -100
+
+
 class Zeros(_ValueAttack):
     name = "zeros"
     needs_float_values = True
@@ -189,5 +199,5 @@ class Oversize(Attack):
         return _OVERSIZE
 
 
-ATTACKS = {a.name: a for a in (Noise, SignFlip, Scale100, Zeros, Copy, Replay, Malformed, NanInf,
-                               Oversize)}
+ATTACKS = {a.name: a for a in (Noise, SignFlip, Scale100, Flip100, Zeros, Copy, Replay,
+                               Malformed, NanInf, Oversize)}
