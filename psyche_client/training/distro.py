@@ -14,8 +14,10 @@ Per parameter ``p`` with momentum buffer ``delta`` (zeros at start):
 
 ``apply_results(results, lr)`` (the consensus half; Psyche's ``apply``/``optimize``)::
 
-    M   <- per coefficient: mean of the values of the results that picked it (0 where none did);
-           1-bit values count as 1 - 2*bit = +-1
+    v_r <- per parameter, result r's values scaled by min(1, clip * median_r' |v_r'| / |v_r|)
+           (L2 norms; bounded influence per result; clip = 0: no scaling, the reference)
+    M   <- per coefficient: mean of the values v_r of the results that picked it (0 where none
+           did); 1-bit values count as 1 - 2*bit = +-1 (all of one norm: the clip changes none)
     Q   <- IDCT(M)
     p   <- p * (1 - lr * weight_decay)                  # only if weight_decay != 0
     p   <- p - lr * sign(Q)
@@ -26,7 +28,10 @@ with bit-identical parameters, whatever the arrival order, thread count or devic
 on the CPU from the results sorted by key (indices are unique within each chunk, so each sum is a
 fixed sequence of additions in ``agg_dtype``, float64 by default), and ``sign(Q)`` is computed on
 the CPU in exact fixed-point arithmetic (``dct.decode_sign``); only the sign goes to the
-parameter's device.
+parameter's device. The clip's norms are exact too: each square of a float32/bf16/fp16 value is
+exact in float64 and ``math.fsum`` rounds their sum correctly (no reduction tree that depends on
+threads or SIMD width), the square root is correctly rounded, the median is taken of the sorted
+list, and each scale is one float64 multiplication per value.
 
 Deviations from the reference, all deliberate (see README.md):
 - weight decay is applied in ``apply_results`` (a function of the consensus only) instead of in
@@ -36,11 +41,14 @@ Deviations from the reference, all deliberate (see README.md):
   precision, the same bits everywhere), not in the param dtype;
 - top-k indices are sent sorted by index, not by magnitude (same set, canonical order);
 - the optional lookahead (Psyche's ``error_correction``) saves and restores the parameters exactly
-  rather than subtracting and re-adding ``prev_lr * sign(delta)`` (which is not bit-exact).
+  rather than subtracting and re-adding ``prev_lr * sign(delta)`` (which is not bit-exact);
+- optional norm clipping (``clip``) bounds each result's influence on the mean (the reference
+  takes the plain mean): a robust-aggregation second line behind result validation.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -125,6 +133,14 @@ class PeerResult:
     params: tuple[SparseParam, ...]
 
 
+def value_norm(sp: SparseParam) -> float:
+    """The L2 norm of a result's values for one parameter, the same float64 on every machine:
+    the squares of float32/bf16/fp16 values are exact in float64, ``math.fsum`` rounds their sum
+    correctly whatever the order, and ``math.sqrt`` is correctly rounded."""
+    v = sp.dense_values(torch.float64).to("cpu").reshape(-1)
+    return math.sqrt(math.fsum((v * v).tolist()))
+
+
 class DistroOptimizer:
     def __init__(self, params: Iterable[torch.Tensor], lr: float = 4e-4,
                  momentum_decay: float = 0.999, weight_decay: float = 0.0, chunk: int = 64,
@@ -132,14 +148,22 @@ class DistroOptimizer:
                  value_dtype: torch.dtype | None = None,
                  state_dtype: torch.dtype | None = torch.float32,
                  agg_dtype: torch.dtype = torch.float64,
-                 max_grad_norm: float | None = None, lookahead: bool = False):
+                 max_grad_norm: float | None = None, lookahead: bool = False,
+                 clip: float = 0.0):
         """``value_dtype``: dtype of the values sent when not 1-bit (None: the param's dtype).
         ``state_dtype``: dtype of ``delta`` (None: the param's dtype, as the reference).
         ``agg_dtype``: dtype of the aggregation sums in ``apply_results`` (the inverse DCT is
         exact fixed point whatever it is).
         ``max_grad_norm``: clip the global grad norm in ``compress_step`` (reference: clip 1.0).
-        ``lookahead``: keep sign(delta) for ``apply_lookahead`` (Psyche's error_correction)."""
+        ``lookahead``: keep sign(delta) for ``apply_lookahead`` (Psyche's error_correction).
+        ``clip``: in ``apply_results``, scale each result's values of a parameter down to an L2
+        norm of at most ``clip`` times the median norm of the round's results for it (0: off;
+        else >= 1, so a result at the median is never scaled). 1-bit results all have the same
+        norm, so the clip changes nothing for them."""
         self.params = [p for p in params]
+        if (isinstance(clip, bool) or not isinstance(clip, (int, float))
+                or not math.isfinite(clip) or not (clip == 0 or clip >= 1)):
+            raise ValueError(f"clip must be 0 (off) or a finite number >= 1, not {clip!r}")
         if not self.params:
             raise ValueError("no parameters")
         if len({id(p) for p in self.params}) != len(self.params):
@@ -161,6 +185,7 @@ class DistroOptimizer:
         self.agg_dtype = agg_dtype
         self.max_grad_norm = max_grad_norm
         self.lookahead = lookahead
+        self.clip = float(clip)
         self.transforms = [ChunkedDCT(tuple(p.shape), chunk) for p in self.params]
         self.ks = [min(max(topk, 1), t.totalk) for t in self.transforms]
         with torch.no_grad():
@@ -261,18 +286,39 @@ class DistroOptimizer:
                         t: ChunkedDCT) -> torch.Tensor:
         """Parameter ``i``'s mean over the pickers, on the CPU whatever the parameter's device:
         one addition per picked coefficient and result, in key order (indices are unique per
-        chunk, so a scatter never adds twice into one place), then one division."""
+        chunk, so a scatter never adds twice into one place), then one division. With ``clip``,
+        each result's values are first scaled as ``clip_scales`` says."""
         s = torch.zeros(t.nchunks, t.totalk, dtype=self.agg_dtype)
         n = torch.zeros(t.nchunks, t.totalk, dtype=torch.int32)
+        scales = self.clip_scales(ordered, i)
         ones = None
-        for r in ordered:
+        for r, scale in zip(ordered, scales):
             sp = r.params[i]
             idx = sp.indices.to("cpu")
-            s.scatter_add_(1, idx, sp.dense_values(self.agg_dtype).to("cpu"))
+            if scale == 1.0:
+                vals = sp.dense_values(self.agg_dtype).to("cpu")
+            else:  # one float64 multiplication per value, then the cast: elementwise, exact rules
+                vals = (sp.dense_values(torch.float64).to("cpu") * scale).to(self.agg_dtype)
+            s.scatter_add_(1, idx, vals)
             if ones is None:
                 ones = torch.ones(idx.shape, dtype=torch.int32)
             n.scatter_add_(1, idx, ones)
         return s / n.clamp_min(1).to(self.agg_dtype)
+
+    def clip_scales(self, ordered: Sequence[PeerResult], i: int) -> list[float]:
+        """Per result (in the given order), the factor its values of parameter ``i`` are
+        multiplied by: ``min(1, clip * median / norm)`` with ``norm`` the L2 norm of its values
+        and ``median`` that of the results' norms (the mean of the middle two for an even
+        count). All 1.0 when clip is off, for 1-bit results (every one has norm sqrt(n)), and
+        for a result of norm 0. Bit-identical everywhere: see the module docstring."""
+        if self.clip == 0 or not ordered or ordered[0].params[i].one_bit:
+            return [1.0] * len(ordered)
+        norms = [value_norm(r.params[i]) for r in ordered]
+        srt = sorted(norms)
+        m = len(srt) // 2
+        median = srt[m] if len(srt) % 2 else (srt[m - 1] + srt[m]) / 2
+        bound = self.clip * median
+        return [bound / x if x > bound else 1.0 for x in norms]
 
     # ----- optional lookahead (Psyche's error_correction) -----
 

@@ -61,6 +61,13 @@ class OptimizerSpec:
     # total_steps (DeMo's recipe: cosine to 0.1)
     schedule: str = "constant"
     final_lr_fraction: float = 0.1
+    # robust aggregation: each result's values of a parameter are scaled down to an L2 norm of at
+    # most clip x the median of the round's results' norms for it, so one undetected outlier
+    # cannot move the model much; 0 = off. No effect with quantize_1bit (every 1-bit result has
+    # the same norm). Default 2 from benchmarks/byzantine (full-precision values, 2 of 8 clients
+    # publishing x(-100) updates): held-out loss 8.80x the honest run's without, 1.08x with it;
+    # on all-honest runs the loss ratio with/without was 0.9925 (seed 1337) and 1.0123 (seed 7)
+    clip: float = 2.0
 
     def validate(self):
         if self.kind != "distro":
@@ -75,6 +82,10 @@ class OptimizerSpec:
             raise SpecError("optimizer.final_lr_fraction must be in [0, 1]")
         if not isinstance(self.lookahead, bool):
             raise SpecError("optimizer.lookahead must be true or false")
+        if (isinstance(self.clip, bool) or not isinstance(self.clip, (int, float))
+                or not math.isfinite(self.clip) or not (self.clip == 0 or self.clip >= 1)):
+            raise SpecError(f"optimizer.clip = {self.clip!r}: must be 0 (off) or a number >= 1 "
+                            "(the bound on a result's norm, in medians of the round's norms)")
         if self.chunk < 1 or self.topk < 1 or self.warmup_steps < 0:
             raise SpecError("optimizer.chunk and topk must be >= 1, warmup_steps >= 0")
         return self

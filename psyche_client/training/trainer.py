@@ -209,7 +209,7 @@ class DistroTrainer:
                                          momentum_decay=o.momentum_decay,
                                          weight_decay=o.weight_decay, chunk=o.chunk, topk=o.topk,
                                          quantize_1bit=o.quantize_1bit,
-                                         lookahead=o.lookahead)
+                                         lookahead=o.lookahead, clip=o.clip)
         if self.optimizer.layout() != self.layout:  # the validation thread checks against it
             raise RuntimeError("the optimizer's result layout is not the one the spec gives")
         self.compressed_step = self.applied_step = None

@@ -1,0 +1,297 @@
+"""Byzantine clients against a real in-process run: N clients (default 8) train a tiny Llama with
+DisTrO, 2 of them adversarial, and the harness measures what the defenses keep out.
+
+    . ~/.cache/psyche/venv/bin/activate
+    python -m benchmarks.byzantine                          # every attack (about 15 minutes)
+    python -m benchmarks.byzantine --attacks scale100,nan   # a subset
+    python -m benchmarks.byzantine --steps 20 --clients 6 --adversaries 1
+
+Every run is the same run (same seed, data, model, config) with the real pieces in one process:
+the coordinator core (`psyche_coordinator_core.apply`, simulated clock), a `ClientStateMachine`
+and a `DistroTrainer` per client, and a synchronous shell in the daemon's place that delivers each
+published result to every other client (sim.py). An adversary trains honestly and then publishes
+what its attack makes of the payload, signed with its own key for its own batch (attacks.py).
+
+Runs, in order: honest with clip off and honest with --clip (the cost of robust aggregation:
+`robust_aggregation_honest_loss_ratio` = held-out loss with the clip / without), then one run
+per attack with --clip. Measured per attack:
+  detection_rate           share of the attacked results (published by adversaries, changed by
+                           the attack) that honest clients' applies left out
+  rounds_until_removed     steps from the first attacked step until every adversary's slot was
+                           no longer Healthy (null: some adversary never was)
+  honest_results_rejected  honest results missing from an honest client's applied set
+  honest_clients_removed   honest clients whose slot stopped being Healthy
+  heldout_loss_ratio       final held-out loss / the honest run's (same clip); null when the
+                           run failed
+  outcome                  "finished", or why it did not: an honest client's apply raising ends
+                           the run (the daemon would log it and go on with a model the others
+                           do not have), as does not finishing in time (stalled)
+Writes benchmarks/results/byzantine.json (the `headline` object: plain numbers)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.byzantine.attacks import ATTACKS  # noqa: E402
+from benchmarks.byzantine.sim import RunFailed, Sim  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results" / "byzantine.json"
+DATA = Path.home() / ".cache" / "psyche" / "byzantine-data"
+RUN_SEED = 1337
+
+
+def make_data(root: Path) -> Path:
+    """Token files of the standard library's docstrings, one token per byte (as the integration
+    tests' data_dir): root/train and root/heldout (the last 5%). Built once."""
+    from psyche_client.data.corpus import stdlib_docstrings
+    from psyche_client.data.token_files import write_tokens
+    from psyche_client.data.tokenizer import ByteTokenizer
+
+    if (root / "heldout" / "tokens-000.bin").exists():
+        return root
+    ids = ByteTokenizer().encode(stdlib_docstrings(1 << 20))
+    cut = int(len(ids) * 0.95)
+    for name, part in (("train", ids[:cut]), ("heldout", ids[cut:])):
+        (root / name).mkdir(parents=True, exist_ok=True)
+        write_tokens(root / name / "tokens-000.bin", part, 2)
+    return root
+
+
+def make_run(args, data: Path, clip: float):
+    from psyche_client.training.spec import RunSpec
+    from psyche_coordinator_core import RunConfig
+
+    config = RunConfig(
+        warmup_time=30, cooldown_time=2, max_round_train_time=30, round_witness_time=1,
+        epoch_time=10 * args.steps + 1000, total_steps=args.steps, max_seq_len=args.seq_len,
+        min_clients=2, init_min_clients=args.clients, max_clients=args.clients, witness_nodes=0,
+        global_batch_size_start=args.clients * args.batch,
+        global_batch_size_end=args.clients * args.batch,
+        waiting_for_members_extra_time=1).validate()
+    spec = RunSpec.from_dict({
+        "model": dict(vocab_size=256, hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=4,
+                      intermediate_size=256, max_seq_len=args.seq_len),
+        "optimizer": dict(kind="distro", lr=args.lr, warmup_steps=args.warmup, chunk=64,
+                          topk=args.topk, quantize_1bit=False, clip=clip),
+        "data": dict(kind="local", dir=str(data / "train"), token_size=2,
+                     shuffle_seed="5e" * 32, heldout_dir=str(data / "heldout"),
+                     heldout_sequences=32),
+    }, max_seq_len=args.seq_len)
+    return config, spec
+
+
+def one_run(args, data, clip, attack_name=None) -> dict:
+    from psyche_client.training.model import parameter_hash
+
+    config, spec = make_run(args, data, clip)
+    adversaries = {}
+    if attack_name:
+        cls = ATTACKS[attack_name]
+        # the last clients are the adversaries
+        adversaries = {k: cls(seed=1000 + k)
+                       for k in range(args.clients - args.adversaries, args.clients)}
+    label = attack_name or f"honest (clip {clip:g})"
+    started = time.time()
+
+    def progress(step, elapsed):
+        if step % 10 == 0:
+            print(f"  {label}: step {step}, {elapsed:.0f} s", flush=True)
+
+    sim = None
+    try:
+        sim = Sim(config, spec, args.seed, adversaries,
+                  log=lambda s: print(f"  {label}: {s}", flush=True))
+        sim.run(max_seconds=40 * args.steps + 600, progress=progress)
+        outcome = "finished"
+    except RunFailed as e:
+        outcome = str(e)
+    except Exception as e:  # anything else the attack broke: recorded, next attack
+        outcome = f"harness error: {type(e).__name__}: {str(e)[:200]}"
+    row = summarize(sim, adversaries) if sim is not None else {}
+    row.update(outcome=outcome, clip=clip, wall_s=round(time.time() - started, 1))
+    if outcome != "finished":  # the last held-out loss taken is not the run's final one
+        row["last_heldout_step"] = row.pop("final_heldout_step", None)
+        row["last_heldout_loss"] = row.pop("final_heldout_loss", None)
+        row["final_heldout_loss"] = None
+    if sim is not None and outcome == "finished":
+        honest = [c for c in sim.clients if c.attack is None]
+        row["honest_params_agree"] = len({parameter_hash(c.trainer.model) for c in honest}) == 1
+    print(f"  {label}: {outcome}; " + ", ".join(
+        f"{k} {row.get(k)}" for k in ("final_heldout_loss", "detection_rate",
+                                      "honest_results_rejected", "honest_clients_removed",
+                                      "rounds_until_removed")) + f"; {row['wall_s']} s",
+          flush=True)
+    return row
+
+
+def summarize(sim: Sim, adversaries: dict) -> dict:
+    honest_idx = [c.index for c in sim.clients if c.attack is None]
+    adv_keys = {c.identity.public for c in sim.clients if c.attack is not None}
+    attacked = {}  # step -> [trainer keys] whose published payload the attack changed
+    honest_pub = {}  # step -> [honest trainer keys]
+    for (step, key), p in sim.published.items():
+        if p.attacked:
+            attacked.setdefault(step, []).append(key)
+        elif not p.adversary:
+            honest_pub.setdefault(step, []).append(key)
+    asked = included = 0
+    honest_missing = set()
+    applied_steps = set()
+    for who, step, trainers in sim.applies:
+        if who not in honest_idx:
+            continue
+        applied_steps.add(step)
+        got = set(trainers)
+        for key in attacked.get(step, []):
+            asked += 1
+            included += key in got
+        honest_missing |= {(step, k) for k in honest_pub.get(step, []) if k not in got}
+    first_attack = min(attacked) if attacked else None
+    removed = [c.removed_at for c in sim.clients if c.attack is not None]
+    if first_attack is None or not removed or any(r is None for r in removed):
+        rounds_removed = None
+    else:
+        rounds_removed = max(removed) - first_attack
+    # the machines' own rejections on receipt (signature, assignment): dropped results
+    dropped_adv = dropped_honest = 0
+    for i in honest_idx:
+        for key_hex, n in sim.clients[i].sm.rejected.items():
+            if bytes.fromhex(key_hex) in adv_keys:
+                dropped_adv += n
+            else:
+                dropped_honest += n
+    final = None
+    for i in honest_idx:
+        h = sim.heldout.get(i) or []
+        if h and (final is None or h[-1][0] > final[0]):
+            final = h[-1]
+    return {
+        "adversaries": sorted(adversaries),
+        "final_step": sim.state.step,
+        "steps_applied": len(applied_steps),
+        "attacked_results": sum(len(v) for v in attacked.values()),
+        "attacked_results_in_honest_applies": included,
+        "detection_rate": round(1 - included / asked, 4) if asked else None,
+        "rounds_until_removed": rounds_removed,
+        "adversaries_removed_at_step": removed,
+        "honest_results_rejected": len(honest_missing),
+        "honest_clients_removed": sum(sim.clients[i].removed_at is not None for i in honest_idx),
+        "dropped_on_receipt_adversarial": dropped_adv,
+        "dropped_on_receipt_honest": dropped_honest,
+        "adversary_apply_failures": len(sim.adversary_failures),
+        "final_heldout_step": final[0] if final else None,
+        "final_heldout_loss": round(final[1], 5) if final else None,
+        "initial_heldout_loss": round(sim.heldout[honest_idx[0]][0][1], 5)
+        if sim.heldout.get(honest_idx[0]) else None,
+    }
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.byzantine",
+        description=__doc__.split("\n\n")[0] + "\n\n" + __doc__.split("\n\n", 3)[3],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--attacks", default=",".join(ATTACKS),
+                    help=f"comma-separated subset of: {', '.join(ATTACKS)}; '' or 'none' runs "
+                         "only the honest baselines (default: all)")
+    ap.add_argument("--steps", type=int, default=40, help="training steps (default 40)")
+    ap.add_argument("--clients", type=int, default=8, help="clients in the run (default 8)")
+    ap.add_argument("--adversaries", type=int, default=2,
+                    help="adversarial clients (the last ones) in each attack run (default 2)")
+    ap.add_argument("--clip", type=float, default=None,
+                    help="optimizer.clip of the attack runs and the clipped honest run "
+                         "(default: the run spec's default, or 2 when that is 0)")
+    ap.add_argument("--batch", type=int, default=4, help="sequences per client per step")
+    ap.add_argument("--seq-len", type=int, default=64)
+    ap.add_argument("--lr", type=float, default=0.01)
+    ap.add_argument("--warmup", type=int, default=5, help="optimizer warmup steps")
+    ap.add_argument("--topk", type=int, default=32)
+    ap.add_argument("--seed", type=int, default=RUN_SEED,
+                    help=f"the run seed (initial weights; default {RUN_SEED})")
+    ap.add_argument("--data-dir", type=Path, default=DATA,
+                    help=f"token files, built here once (default {DATA})")
+    ap.add_argument("--no-baseline", action="store_true",
+                    help="skip the clip-off honest run (no robust_aggregation ratio)")
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    args = ap.parse_args(argv)
+    names = [a for a in args.attacks.split(",") if a and a != "none"]
+    unknown = [a for a in names if a not in ATTACKS]
+    if unknown:
+        ap.error(f"unknown attack {unknown[0]!r} (known: {', '.join(ATTACKS)})")
+    if not 1 <= args.adversaries < args.clients:
+        ap.error("--adversaries must be between 1 and --clients - 1")
+
+    import torch
+
+    from psyche_client.training.spec import OptimizerSpec
+
+    torch.set_num_threads(1)
+    clip = args.clip if args.clip is not None else (OptimizerSpec().clip or 2.0)
+    started = time.time()
+    data = make_data(args.data_dir)
+    print(f"byzantine: {args.clients} clients, {args.steps} steps, clip {clip:g}, attacks: "
+          f"{', '.join(names) or 'none'}", flush=True)
+    honest = {}
+    if not args.no_baseline:
+        honest["clip_off"] = one_run(args, data, 0.0)
+    honest["clip_on"] = one_run(args, data, clip)
+    attacks = {}
+    for name in names:
+        print(f"attack {name}: clients {args.clients - args.adversaries}..{args.clients - 1} "
+              "adversarial", flush=True)
+        attacks[name] = row = one_run(args, data, clip, name)
+        base = honest["clip_on"].get("final_heldout_loss")
+        loss = row.get("final_heldout_loss")
+        row["heldout_loss_ratio"] = (round(loss / base, 4) if row["outcome"] == "finished"
+                                     and loss and base else None)
+    off, on = honest.get("clip_off", {}), honest["clip_on"]
+    ratios = [r["heldout_loss_ratio"] for r in attacks.values()
+              if r["heldout_loss_ratio"] is not None]
+    rates = [r["detection_rate"] for r in attacks.values() if r.get("detection_rate") is not None]
+    headline = {
+        "min_detection_rate": min(rates) if rates else None,
+        "honest_clients_removed": sum(r.get("honest_clients_removed", 0) for r in attacks.values()),
+        "honest_results_rejected": sum(r.get("honest_results_rejected", 0)
+                                       for r in attacks.values()),
+        "max_heldout_loss_ratio": max(ratios) if ratios else None,
+        "attacks_run": len(attacks),
+        "attacks_failed_run": sum(r["outcome"] != "finished" for r in attacks.values()),
+        "robust_aggregation_honest_loss_ratio": (
+            round(on["final_heldout_loss"] / off["final_heldout_loss"], 4)
+            if off.get("final_heldout_loss") and on.get("final_heldout_loss") else None),
+        "honest_heldout_loss_clip_off": off.get("final_heldout_loss"),
+        "honest_heldout_loss_clip_on": on.get("final_heldout_loss"),
+        "initial_heldout_loss": on.get("initial_heldout_loss"),
+        "clip": clip,
+        "wall_s": round(time.time() - started, 1),
+    }
+    table = {name: {k: r.get(k) for k in (
+        "outcome", "detection_rate", "rounds_until_removed", "honest_results_rejected",
+        "honest_clients_removed", "heldout_loss_ratio", "final_heldout_loss", "wall_s")}
+        for name, r in attacks.items()}
+    doc = {"headline": headline, "attacks": table,
+           "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+           "honest": honest, "attack_runs": attacks,
+           "machine": {"python": platform.python_version(), "platform": platform.platform(),
+                       "torch_threads": 1}}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(json.dumps(headline, indent=1))
+    for name, r in table.items():
+        print(f"{name:10} {r['outcome'][:70]:70} detect {r['detection_rate']} "
+              f"loss ratio {r['heldout_loss_ratio']}")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,203 @@
+"""What an adversarial client does instead of the honest thing.
+
+An attack sees the honest payload its client just trained (`Attack.payload`) and returns the bytes
+it publishes; the harness signs them with the client's own key for the client's own step and
+batch, so every result is validly signed and assigned: only the payload lies. `Attack.witness`
+transforms the arguments of the client's witness operation (the hook for witness attacks; the
+payload attacks leave it alone).
+
+Payload attacks (names as `--attacks` takes them):
+
+  noise      random values at the honest result's RMS per parameter (same indices): what norm
+             clipping cannot see
+  sign_flip  every value negated
+  scale100   every value x100
+  flip100    every value x(-100): the sign flip with the weight to decide every coefficient it
+             picks under a plain mean (the worst case for mean aggregation)
+  zeros      every value 0 (a free-rider: dilutes the mean)
+  copy       another client's payload of the same step (an honest peer's, the lowest index that
+             has published), re-signed for its own batch
+  replay     its own payload of the previous round, re-signed for this step (its first round: the
+             honest payload, not counted as an attack)
+  malformed  20 random bytes
+  nan        valid structure, every value NaN, +Inf or -Inf (fp32 or bf16 bit patterns; needs a
+             config whose values are floats, not 1-bit signs)
+  oversize   MAX_PAYLOAD_BYTES + 1 zero bytes: over the decoder's size limit (one shared buffer
+             of calloc'd pages, so it costs no memory; hashing it costs ~1 s per check)
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+
+import torch
+
+from psyche_client.training.payload import (
+    FLAG_RICE,
+    MAX_PAYLOAD_BYTES,
+    VAL_BF16,
+    VAL_FP16,
+    VAL_FP32,
+    decode_payload,
+    encode_payload,
+)
+
+_OVERSIZE = None
+
+
+def value_spans(payload: bytes) -> list[tuple[int, int, int]]:
+    """(start, end, value code) of each parameter's value bytes in a well-formed payload (the
+    layout of payload.py's docstring)."""
+    _, _, flags, _, count = struct.unpack_from("<4sBBHI", payload, 0)
+    pos, out = 12, []
+    for _ in range(count):
+        ndim = payload[pos]
+        pos += 1 + 4 * ndim
+        code = payload[pos + 16]
+        pos += 17
+        if flags & FLAG_RICE:
+            pos += 5
+        idx_len, val_len = struct.unpack_from("<II", payload, pos)
+        pos += 8 + idx_len
+        out.append((pos, pos + val_len, code))
+        pos += val_len
+    if pos != len(payload):
+        raise ValueError("value_spans: not a well-formed payload")
+    return out
+
+
+class Attack:
+    name = "honest"
+    needs_float_values = False
+
+    def __init__(self, seed: int):
+        self.rng = random.Random(seed)
+        self.gen = torch.Generator().manual_seed(seed)
+
+    def payload(self, honest: bytes, ctx: dict) -> bytes | None:
+        """The bytes to publish; None: publish the honest payload (not counted as attacked).
+        ctx: step, batch, client (its index), rice (the spec's), peers ({client index: payload}
+        of this step's results published so far by honest clients), previous (this client's
+        honest payload of its previous trained step, or None)."""
+        return None
+
+    def witness(self, args: dict, ctx: dict) -> dict:
+        """The witness operation's arguments this client sends (hook for witness attacks)."""
+        return args
+
+
+class _ValueAttack(Attack):
+    """Decode the honest payload, change the values, encode again (same indices, same dtype)."""
+
+    def change(self, values: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def payload(self, honest, ctx):
+        params = decode_payload(honest)
+        changed = []
+        for sp in params:
+            if sp.one_bit:
+                raise ValueError(f"{self.name} needs float values (quantize_1bit = false)")
+            v = self.change(sp.values.to(torch.float32)).to(sp.values.dtype)
+            changed.append(type(sp)(sp.shape, sp.chunk, sp.indices, v))
+        return encode_payload(changed, rice=ctx["rice"])
+
+
+class Noise(_ValueAttack):
+    name = "noise"
+    needs_float_values = True
+
+    def change(self, v):
+        rms = float(v.pow(2).mean().sqrt())
+        return torch.randn(v.shape, generator=self.gen) * rms
+
+
+class SignFlip(_ValueAttack):
+    name = "sign_flip"
+    needs_float_values = True
+
+    def change(self, v):
+        return -v
+
+
+class Scale100(_ValueAttack):
+    name = "scale100"
+    needs_float_values = True
+
+    def change(self, v):
+        return v * 100
+
+
+class Flip100(_ValueAttack):
+    name = "flip100"
+    needs_float_values = True
+
+    def change(self, v):
+        return v * -100
+
+
+class Zeros(_ValueAttack):
+    name = "zeros"
+    needs_float_values = True
+
+    def change(self, v):
+        return torch.zeros_like(v)
+
+
+class Copy(Attack):
+    name = "copy"
+
+    def payload(self, honest, ctx):
+        peers = ctx["peers"]
+        if not peers:
+            return None
+        return peers[min(peers)]
+
+
+class Replay(Attack):
+    name = "replay"
+
+    def payload(self, honest, ctx):
+        return ctx["previous"]
+
+
+class Malformed(Attack):
+    name = "malformed"
+
+    def payload(self, honest, ctx):
+        return self.rng.randbytes(20)
+
+
+class NanInf(Attack):
+    name = "nan"
+    needs_float_values = True
+    # per value code: NaN, +Inf, -Inf bit patterns
+    PATTERNS = {VAL_FP32: ("<I", (0x7FC00000, 0x7F800000, 0xFF800000)),
+                VAL_BF16: ("<H", (0x7FC0, 0x7F80, 0xFF80)),
+                VAL_FP16: ("<H", (0x7E00, 0x7C00, 0xFC00))}
+
+    def payload(self, honest, ctx):
+        out = bytearray(honest)
+        for start, end, code in value_spans(honest):
+            if code not in self.PATTERNS:
+                raise ValueError("nan needs float values (quantize_1bit = false)")
+            fmt, bits = self.PATTERNS[code]
+            size = struct.calcsize(fmt)
+            for j, pos in enumerate(range(start, end, size)):
+                struct.pack_into(fmt, out, pos, bits[j % 3])
+        return bytes(out)
+
+
+class Oversize(Attack):
+    name = "oversize"
+
+    def payload(self, honest, ctx):
+        global _OVERSIZE
+        if _OVERSIZE is None:
+            _OVERSIZE = bytes(MAX_PAYLOAD_BYTES + 1)
+        return _OVERSIZE
+
+
+ATTACKS = {a.name: a for a in (Noise, SignFlip, Scale100, Flip100, Zeros, Copy, Replay,
+                               Malformed, NanInf, Oversize)}

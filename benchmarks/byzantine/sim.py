@@ -1,0 +1,245 @@
+"""One run in one process: the real coordinator core, a real ClientStateMachine and a real
+DistroTrainer per client, and a synchronous, deterministic shell in the daemon's place.
+
+The shell does what `psyche_client/client/daemon.py`'s `_run` does for every action, but at once
+and in order: Send applies the operation to the core at the simulated time (the new state goes to
+every machine, the answer to the sender's `op_finished`); Prepare, Train, Apply, Evaluate and
+Snapshot call the client's trainer; Publish hands the result to every other client's `on_result`
+(the network: everyone gets everything, instantly); LoadBase, ResetToBase, FetchApplied and
+FetchResults are served from the peers' machines and trainers. Adversaries' Train actions run
+after everything else queued (they are the slowest clients), so an attack can see the round's
+honest results. The clock only moves when nothing is left to do: to the core's next deadline
+(`tick_deadline`), where a tick is sent and every machine's timer runs.
+
+What it records: every result published (by whom, whether an attack changed it), every set each
+client was asked to apply, the first step at which each client's slot stopped being Healthy, the
+results the machines dropped, and a failure (an honest client's apply raising, or the run not
+finishing), which ends the run."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from psyche_client.client import actions as A
+from psyche_client.client.results import TrainingResult
+from psyche_client.client.state_machine import ClientStateMachine
+from psyche_client.identity import Identity
+from psyche_client.training.trainer import DistroTrainer
+from psyche_coordinator_core import (
+    ClientState,
+    CoordinatorError,
+    RunState,
+    apply,
+    new_run,
+    tick_deadline,
+)
+
+T0 = 1_000_000
+
+
+class RunFailed(Exception):
+    pass
+
+
+@dataclass
+class Published:
+    step: int
+    client: int
+    adversary: bool
+    attacked: bool  # the attack changed the payload
+
+
+@dataclass
+class Client:
+    index: int
+    identity: Identity
+    sm: ClientStateMachine
+    trainer: DistroTrainer
+    attack: object = None  # attacks.Attack, or None for an honest client
+    previous: bytes | None = None  # its honest payload of the last step it trained
+    removed_at: int | None = None  # the step at which its slot stopped being Healthy
+    logs: list = field(default_factory=list)
+
+
+class _Recorder:
+    """The trainer's metrics sink: keeps its held-out losses as (step, loss)."""
+
+    def __init__(self, into: list):
+        self.into = into
+
+    def write(self, **record):
+        if record.get("event") == "heldout":
+            self.into.append((record["step"], record["loss"]))
+
+
+class Sim:
+    def __init__(self, config, spec, run_seed: int, adversaries: dict, log=None, run_id="byz"):
+        """`adversaries`: {client index: Attack}; the rest are honest."""
+        self.config, self.spec = config, spec
+        self.t = T0
+        self.log = log or (lambda s: None)
+        self.state = apply(new_run(run_id, config, run_seed), self.t, "resume")
+        self.queue = deque()
+        self.slow = deque()  # adversaries' trains: after everything else
+        self.published = {}  # (step, trainer key) -> Published
+        self.applies = []  # (client index, step, [trainer keys]) in order asked
+        self.payloads = {}  # step -> {client index: payload} of honest results published
+        self.heldout = {}  # client index -> [(step, loss)]
+        self.failure = None
+        self.adversary_failures = []  # applies that raised on an adversary (its own problem)
+        self.clients = []
+        for k in range(config.init_min_clients):
+            ident = Identity(hashlib.sha256(b"byzantine/client/%d" % k).digest())
+            trainer = DistroTrainer(spec, run_id, ident, log=lambda s: None,
+                                    metrics=_Recorder(self.heldout.setdefault(k, [])),
+                                    micro_batch_size=8)
+            c = Client(k, ident, ClientStateMachine(ident.public, ident.public), trainer,
+                       adversaries.get(k))
+            self.clients.append(c)
+        self.by_key = {c.identity.public: c for c in self.clients}
+        for c in self.clients:
+            self._do(c, c.sm.on_state(self.state, self.t))
+        self._drain()
+
+    # ------------------------------------------------------------------ the daemon's role
+    def _do(self, c: Client, actions) -> None:
+        for a in actions or []:
+            if isinstance(a, A.Train) and c.attack is not None:
+                self.slow.append((c, a))
+            else:
+                self.queue.append((c, a))
+
+    def _drain(self) -> None:
+        while self.queue or self.slow:
+            c, act = self.queue.popleft() if self.queue else self.slow.popleft()
+            self._do(c, self._carry_out(c, act))
+
+    def _set_state(self, nxt) -> None:
+        if nxt is self.state:
+            return
+        self.state = nxt
+        for i, slot in enumerate(nxt.clients):
+            c = self.by_key.get(slot.signer)
+            if c is not None and slot.state != ClientState.Healthy and c.removed_at is None:
+                c.removed_at = nxt.step
+                self.log(f"step {nxt.step}: client {c.index} "
+                         f"{'(adversary) ' if c.attack else ''}is {slot.state.name}")
+        for c in self.clients:
+            self._do(c, c.sm.on_state(nxt, self.t))
+
+    def _send(self, c: Client, op: str, args: dict) -> list:
+        if op == "witness" and c.attack is not None:
+            args = c.attack.witness(args, {"step": args.get("step"), "client": c.index})
+        try:
+            nxt = apply(self.state, self.t, op, **args)
+        except CoordinatorError as e:
+            return c.sm.op_finished(op, e.code, args)
+        self._set_state(nxt)
+        return c.sm.op_finished(op, None, args)
+
+    def _carry_out(self, c: Client, act) -> list:
+        sm, tr = c.sm, c.trainer
+        match act:
+            case A.Send(op, args):
+                return self._send(c, op, args)
+            case A.Prepare(epoch):
+                digest = tr.prepare(epoch, sm.state, None)  # logs the held-out loss it starts at
+                return sm.model_ready(epoch, bytes.fromhex(digest) if digest else None)
+            case A.Train(step, batch):
+                return self._train(c, step, batch)
+            case A.Apply(step, results):
+                return self._apply(c, step, results)
+            case A.Publish(result):
+                for other in self.clients:
+                    if other is not c:
+                        self._do(other, other.sm.on_result(result))
+            case A.Evaluate(epoch, step):
+                tr.evaluate(epoch, step)
+            case A.Snapshot(step):
+                tr.snapshot(step, False)
+            case A.LoadBase():
+                step, digest = tr.load_base(sm.state)
+                return sm.base_ready(step, bytes.fromhex(digest))
+            case A.ResetToBase():
+                step, digest = tr.reset_to_base()
+                return sm.base_ready(step, bytes.fromhex(digest))
+            case A.FetchApplied(step, exclude):
+                for other in self.clients:
+                    if other is c or str(other.index) in exclude:
+                        continue
+                    got = other.sm.kept_set(step)
+                    if got is not None:
+                        return sm.fetched(step, got, str(other.index))
+                return sm.fetched(step, None, None)
+            case A.FetchResults(step):
+                acts = []
+                for other in self.clients:
+                    if other is not c:
+                        for r in other.sm.received_results(step):
+                            acts += sm.on_result(r)
+                return acts
+            case A.Log(text):
+                c.logs.append(text)
+            case _:  # StoreSnapshot, PruneSnapshots: no snapshot store in this run
+                pass
+        return []
+
+    def _train(self, c: Client, step, batch) -> list:
+        honest = c.trainer.train(step, batch, c.sm.state)
+        payload, attacked = honest, False
+        if c.attack is not None:
+            ctx = {"step": step, "batch": batch, "client": c.index,
+                   "rice": self.spec.optimizer.rice, "peers": dict(self.payloads.get(step, {})),
+                   "previous": c.previous}
+            out = c.attack.payload(honest, ctx)
+            if out is not None:
+                payload, attacked = out, True
+        else:
+            self.payloads.setdefault(step, {})[c.index] = honest
+        c.previous = honest
+        result = TrainingResult.create(c.identity, step, batch, payload)
+        self.published[(step, c.identity.public)] = Published(step, c.index, c.attack is not None,
+                                                              attacked)
+        return c.sm.trained(step, result)
+
+    def _apply(self, c: Client, step, results) -> list:
+        self.applies.append((c.index, step, [r.trainer for r in results]))
+        try:
+            digest = c.trainer.apply(step, results)
+        except Exception as e:
+            if c.attack is None:
+                self.failure = (f"step {step}: client {c.index}'s apply raised "
+                                f"{type(e).__name__}: {str(e)[:200]}")
+                raise RunFailed(self.failure) from None
+            self.adversary_failures.append(f"step {step}: {type(e).__name__}: {str(e)[:120]}")
+            return c.sm.applied_params(step, None)
+        return c.sm.applied_params(step, bytes.fromhex(digest))
+
+    # ------------------------------------------------------------------ the clock
+    def advance(self) -> None:
+        """Move the clock to the next deadline (at least one second), tick, run every timer."""
+        due = tick_deadline(self.state)
+        self.t = max(self.t + 1, due if due is not None else self.t + 1)
+        try:
+            self._set_state(apply(self.state, self.t, "tick"))
+        except CoordinatorError:
+            pass
+        for c in self.clients:
+            self._do(c, c.sm.on_timer(self.t))
+        self._drain()
+
+    def run(self, max_seconds: int, progress=None) -> None:
+        """Until the run is Finished; RunFailed when an honest apply raises or time runs out."""
+        last_step, started = None, time.time()
+        while self.state.run_state != RunState.Finished:
+            if self.t - T0 > max_seconds:
+                self.failure = (f"stalled: not finished after {max_seconds} simulated seconds "
+                                f"(at step {self.state.step}, {self.state.run_state.name})")
+                raise RunFailed(self.failure)
+            self.advance()
+            if progress and self.state.step != last_step:
+                last_step = self.state.step
+                progress(self.state.step, time.time() - started)
