@@ -20,6 +20,7 @@ ARGS = {
     "witness": {"signer", "index", "step", "participant_bloom", "broadcast_bloom",
                 "broadcast_merkle", "param_hash"},
     "health_check": {"signer", "index", "targets"},
+    "evidence": {"signer", "index", "step", "target"},
     "checkpoint": {"signer", "index", "repo", "revision", "step", "param_hash"},
     "synced": {"signer", "index", "step", "param_hash"},
     "resync": {"signer", "index"},
@@ -107,7 +108,7 @@ def decode_args(op: str, args) -> dict:
             if not isinstance(v, str):
                 raise CoordinatorError("InvalidOperation", f"{k} must be a string")
             out[k] = v
-        else:  # index, step: unsigned on the wire, as in the Rust program
+        else:  # index, step, target: unsigned on the wire, as in the Rust program
             if type(v) is not int or not 0 <= v < 1 << 32:
                 raise CoordinatorError("InvalidOperation", f"{k} must be an integer in [0, 2^32)")
             out[k] = v

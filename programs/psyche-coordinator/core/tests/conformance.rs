@@ -49,6 +49,7 @@ fn op_args(op: &str) -> Option<(&'static [&'static str], &'static [&'static str]
             &[],
         ),
         "health_check" => (&["signer", "index", "targets"], &[]),
+        "evidence" => (&["signer", "index", "step", "target"], &[]),
         "checkpoint" => (
             &["signer", "index", "repo", "revision", "step", "param_hash"],
             &["revision"],
@@ -116,6 +117,12 @@ enum Args {
         signer: Vec<u8>,
         index: u32,
         targets: Vec<u16>,
+    },
+    Evidence {
+        signer: Vec<u8>,
+        index: u32,
+        step: u32,
+        target: u32,
     },
     Checkpoint {
         signer: Vec<u8>,
@@ -205,6 +212,7 @@ fn config_from_dict(d: &Map<String, Value>) -> Result<RunConfig, E> {
             "tokens_per_compute_point" => c.tokens_per_compute_point = x,
             "points_cap" => c.points_cap = x,
             "presence_points" => c.presence_points = x.try_into().map_err(|_| narrow)?,
+            "evidence_quorum" => c.evidence_quorum = x.try_into().map_err(|_| narrow)?,
             _ => return Err(E::InvalidConfig), // unknown field
         }
     }
@@ -300,7 +308,7 @@ fn decode_args(op: &str, args: &Value) -> Result<Args, E> {
             let s = v.as_str().ok_or(E::InvalidOperation)?;
             texts.insert(k, s.as_bytes().to_vec());
         } else {
-            // index, step: unsigned 32-bit on the wire
+            // index, step, target: unsigned 32-bit on the wire
             let x = int_below(v, 1 << 32).ok_or(E::InvalidOperation)?;
             ints.insert(k, x as u32);
         }
@@ -337,6 +345,12 @@ fn decode_args(op: &str, args: &Value) -> Result<Args, E> {
             signer: b("signer"),
             index: i("index"),
             targets: targets.expect("targets"),
+        },
+        "evidence" => Args::Evidence {
+            signer: b("signer"),
+            index: i("index"),
+            step: i("step"),
+            target: i("target"),
         },
         "checkpoint" => Args::Checkpoint {
             signer: b("signer"),
@@ -388,6 +402,12 @@ fn apply(s: &mut CoordinatorState, now: u64, args: &Args) -> Result<(), E> {
             index,
             targets,
         } => core_::health_check(s, now, signer, *index, targets),
+        Args::Evidence {
+            signer,
+            index,
+            step,
+            target,
+        } => core_::evidence(s, now, signer, *index, *step, *target),
         Args::Checkpoint {
             signer,
             index,
