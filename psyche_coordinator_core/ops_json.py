@@ -104,11 +104,16 @@ def decode_args(op: str, args) -> dict:
                 raise CoordinatorError("InvalidOperation",
                                        "targets must be a list of integers in [0, 65536)")
             out[k] = list(v)
+        elif k == "target":  # a client index, u16 on the wire like health_check's targets
+            if type(v) is not int or not 0 <= v < 1 << 16:
+                raise CoordinatorError("InvalidOperation",
+                                       "target must be an integer in [0, 65536)")
+            out[k] = v
         elif k in ("repo", "revision"):
             if not isinstance(v, str):
                 raise CoordinatorError("InvalidOperation", f"{k} must be a string")
             out[k] = v
-        else:  # index, step, target: unsigned on the wire, as in the Rust program
+        else:  # index, step: unsigned on the wire, as in the Rust program
             if type(v) is not int or not 0 <= v < 1 << 32:
                 raise CoordinatorError("InvalidOperation", f"{k} must be an integer in [0, 2^32)")
             out[k] = v

@@ -2691,6 +2691,7 @@ def evidence_wrong_step():
                 target=sc.idx(trainers[0]))
     sc.do("evidence", raw_args={**args, "step": -1}, error="InvalidOperation")
     sc.do("evidence", raw_args={**args, "target": "1"}, error="InvalidOperation")
+    sc.do("evidence", raw_args={**args, "target": 65536}, error="InvalidOperation")
     sc.do("evidence", raw_args={k: a for k, a in args.items() if k != "target"},
           error="InvalidOperation")
     for _ in range(20):

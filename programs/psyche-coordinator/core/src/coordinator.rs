@@ -953,7 +953,7 @@ pub fn evidence(
     signer: &[u8],
     index: u32,
     step: u32,
-    target: u32,
+    target: u16,
 ) -> Result {
     in_round(s, now)?;
     let index = sender(s, signer, index)?;

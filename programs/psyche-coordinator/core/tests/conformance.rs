@@ -122,7 +122,7 @@ enum Args {
         signer: Vec<u8>,
         index: u32,
         step: u32,
-        target: u32,
+        target: u16,
     },
     Checkpoint {
         signer: Vec<u8>,
@@ -281,6 +281,7 @@ fn decode_args(op: &str, args: &Value) -> Result<Args, E> {
     let mut ints = std::collections::BTreeMap::new();
     let mut texts = std::collections::BTreeMap::new();
     let mut targets = None;
+    let mut target = None;
     let mut config = None;
     let mut checkpoint = None;
     for (k, v) in args {
@@ -304,11 +305,15 @@ fn decode_args(op: &str, args: &Value) -> Result<Args, E> {
                 .map(|t| int_below(t, 1 << 16).map(|x| x as u16))
                 .collect();
             targets = Some(t.ok_or(E::InvalidOperation)?);
+        } else if k == "target" {
+            // a client index, u16 on the wire like health_check's targets
+            let x = int_below(v, 1 << 16).ok_or(E::InvalidOperation)?;
+            target = Some(x as u16);
         } else if k == "repo" || k == "revision" {
             let s = v.as_str().ok_or(E::InvalidOperation)?;
             texts.insert(k, s.as_bytes().to_vec());
         } else {
-            // index, step, target: unsigned 32-bit on the wire
+            // index, step: unsigned 32-bit on the wire
             let x = int_below(v, 1 << 32).ok_or(E::InvalidOperation)?;
             ints.insert(k, x as u32);
         }
@@ -350,7 +355,7 @@ fn decode_args(op: &str, args: &Value) -> Result<Args, E> {
             signer: b("signer"),
             index: i("index"),
             step: i("step"),
-            target: i("target"),
+            target: target.expect("target"),
         },
         "checkpoint" => Args::Checkpoint {
             signer: b("signer"),
