@@ -6,12 +6,13 @@ Fixed size, little-endian, every padding byte explicit and zero. Offsets (bytes)
                      epoch_start_data_index:u64 epoch:u32 step:u32 start_step:u32 last_step:u32
                      rounds_head:u32 clients_len:u16 pending_len:u16 run_state:u8 first_round:u8
                      pending_pause:u8 checkpoint_kind:u8 layout_version:u32
-  config   96..208   see CONFIG_FORMAT (CONFIG_FIELDS in order, then 4 zero bytes)
+  config   96..208   see CONFIG_FORMAT (CONFIG_FIELDS in order, then 2 zero bytes)
   repo     208..336  checkpoint_repo[64] checkpoint_revision[64]
   hashes   336..448  checkpoint_hash[32] param_hash[32] due_hash[32] checkpoint_step:u32
                      param_step:u32 due_step:u32 _pad[4]
   clients  448..     [Client; 256]  signer[32] p2p_identity[32] identity[32] state:u8 phase:u8
-                                    _pad[2] since:u32 presence:u64 sequences:u64   (120 each)
+                                    _pad[2] since:u32 presence:u64 sequences:u64
+                                    accusers[32]   (152 each; bit i = client i, LSB first)
   pending            [Client; 256]
   rounds             [Round; 4]  height:u32 participant_count:u16 witnesses_len:u16
                      data_index:u64 random_seed:u64 participants[32] warming[32]
@@ -50,15 +51,15 @@ from .state import (
 )
 
 HEADER_FORMAT = "<32sQQQQIIIIIHHBBBBI"
-CONFIG_FORMAT = "<QQQQQQIIIHHHHHHHHBBBBQQQI4x"
+CONFIG_FORMAT = "<QQQQQQIIIHHHHHHHHBBBBQQQIH2x"
 CONFIG_FIELDS = ("warmup_time", "cooldown_time", "max_round_train_time", "round_witness_time",
                  "epoch_time", "global_batch_size_warmup_tokens", "total_steps", "max_seq_len",
                  "checkpoint_interval", "min_clients", "init_min_clients", "witness_nodes",
                  "global_batch_size_start", "global_batch_size_end", "max_clients",
                  "max_syncing", "kept_rounds", "verification_percent", "checkpointer_percent",
                  "waiting_for_members_extra_time", "sync_warmup_rounds", "flops_per_token",
-                 "tokens_per_compute_point", "points_cap", "presence_points")
-CLIENT_FORMAT = "<32s32s32sBBxxIQQ"
+                 "tokens_per_compute_point", "points_cap", "presence_points", "evidence_quorum")
+CLIENT_FORMAT = "<32s32s32sBBxxIQQ32s"
 ROUND_HEAD_FORMAT = "<IHHQQ32s32s"
 WITNESS_HEAD_FORMAT = "<H6x32s32s"
 HASHES_FORMAT = "<32s32s32sIII4x"
@@ -78,9 +79,9 @@ PENDING_OFFSET = CLIENTS_OFFSET + MAX_CLIENTS * CLIENT_SIZE
 ROUNDS_OFFSET = PENDING_OFFSET + MAX_CLIENTS * CLIENT_SIZE
 STATE_SIZE = ROUNDS_OFFSET + NUM_STORED_ROUNDS * ROUND_SIZE
 
-assert (HEADER_SIZE, CONFIG_SIZE, CLIENT_SIZE, WITNESS_SIZE) == (96, 112, 120, 784)
+assert (HEADER_SIZE, CONFIG_SIZE, CLIENT_SIZE, WITNESS_SIZE) == (96, 112, 152, 784)
 assert (REPO_OFFSET, HASHES_OFFSET, CLIENTS_OFFSET) == (208, 336, 448)
-assert ROUND_SIZE % 8 == 0 and STATE_SIZE == 162592
+assert ROUND_SIZE % 8 == 0 and STATE_SIZE == 178976
 
 
 class LayoutError(ValueError):
@@ -107,7 +108,8 @@ def encode_config(config: RunConfig) -> bytes:
 
 def _encode_client(c: Client) -> bytes:
     return struct.pack(CLIENT_FORMAT, c.signer, c.p2p_identity, c.identity, int(c.state),
-                       int(c.phase), c.since, c.presence, c.sequences)
+                       int(c.phase), c.since, c.presence, c.sequences,
+                       c.accusers.to_bytes(32, "little"))
 
 
 def _encode_witness(w: Witness) -> bytes:
@@ -151,11 +153,11 @@ def _decode_clients(data: bytes, offset: int, count: int) -> list:
         raise LayoutError(f"client count {count} > {MAX_CLIENTS}")
     out = []
     for i in range(count):
-        signer, p2p, identity, state, phase, since, presence, sequences = struct.unpack_from(
-            CLIENT_FORMAT, data, offset + i * CLIENT_SIZE)
+        (signer, p2p, identity, state, phase, since, presence, sequences,
+         accusers) = struct.unpack_from(CLIENT_FORMAT, data, offset + i * CLIENT_SIZE)
         try:
             out.append(Client(signer, p2p, ClientState(state), ClientPhase(phase), since,
-                              identity, presence, sequences))
+                              identity, presence, sequences, int.from_bytes(accusers, "little")))
         except ValueError as e:
             raise LayoutError(f"client {i}: {e}") from None
     return out

@@ -46,6 +46,8 @@ class RunConfig:
     tokens_per_compute_point: int = 1_000_000  # tokens trained and vouched that earn one point
     points_cap: int = 0  # the most points one identity may earn in the run; 0 = no cap
     presence_points: int = 1  # points for every round a client is present, in any phase
+    # evidence: distinct elected verifiers whose evidence against a trainer's result evicts it
+    evidence_quorum: int = 2
 
     def validate(self) -> "RunConfig":
         """Raise ConfigError for the first field out of range; return self when valid."""
@@ -99,6 +101,8 @@ class RunConfig:
         need("tokens_per_compute_point", lambda v: 1 <= v <= U64, f"an integer in [1, {U64}]")
         need("points_cap", lambda v: 0 <= v <= U64, f"an integer in [0, {U64}] (0 = no cap)")
         need("presence_points", lambda v: 0 <= v <= U32, f"an integer in [0, {U32}]")
+        need("evidence_quorum", lambda v: 1 <= v <= MAX_CLIENTS,
+             f"an integer in [1, {MAX_CLIENTS}]")
         return self
 
     def to_dict(self) -> dict:

@@ -14,8 +14,9 @@ ZERO_HASH = bytes(PARAM_HASH_LEN)
 # canonical bytes: a reader meeting another version stops instead of misreading the fields.
 # 1: the layout before the version existed (those 4 bytes were zero padding); 2: parameter hashes;
 # 3: client phases (join mid-epoch), the rounds' warming mask, the join settings;
-# 4: points (each client's identity and unsettled presence and sequences, the points settings).
-LAYOUT_VERSION = 4
+# 4: points (each client's identity and unsettled presence and sequences, the points settings);
+# 5: evidence (each client's accusers mask, the config's evidence_quorum, client state Evicted).
+LAYOUT_VERSION = 5
 MAX_SYNC_WARMUP_ROUNDS = 32  # the most rounds a synced client may warm up for
 
 # Witness bloom filters (pybloom-live, partitioned). capacity 256 and error rate 0.005 give

@@ -29,6 +29,7 @@ from .state import (
     Client,
     ClientPhase,
     ClientState,
+    Committee,
     CoordinatorState,
     Round,
     RunState,
@@ -175,7 +176,8 @@ def _credit_round(s: CoordinatorState) -> None:
     """Points for the round that ends: presence for every healthy client in any phase (queued and
     syncing included, seed 002), and compute for the sequences of the round before it whose
     results this round's witnesses vouch for (a witness quorum received them; warming-up
-    trainers included). A slot holds them until they are settled into its identity's entry."""
+    trainers included; evicted ones not). A slot holds them until they are settled into its
+    identity's entry."""
     cur = s.current_round
     for i, c in enumerate(s.clients):
         if c.state == ClientState.Healthy:
@@ -187,7 +189,8 @@ def _credit_round(s: CoordinatorState) -> None:
     quorum = witness_quorum(elected)
     for index, batch in sorted(assign_batches(s.config, trained).items()):
         c = s.clients[index]
-        if trainer_score(s, cur, c.signer) >= quorum:
+        # an evicted slot's points are forfeited, the batch it was accused over included
+        if c.state != ClientState.Evicted and trainer_score(s, cur, c.signer) >= quorum:
             s.clients[index] = replace(c, sequences=min(c.sequences + len(batch), U64))
 
 
@@ -303,6 +306,10 @@ def join(s: CoordinatorState, now: int, signer: bytes, p2p_identity: bytes,
     identity = signer if identity is None else _key(identity, "identity")
     if s.run_state == RunState.Finished:
         raise CoordinatorError("RunFinished", "the run has finished")
+    i = s.client_index(signer)
+    if i is not None and s.clients[i].state == ClientState.Evicted:
+        raise CoordinatorError("Evicted", f"client {i} was evicted by its verifiers' evidence: "
+                               "it may join again once the next epoch starts")
     if s.pending_index(signer) is not None:
         raise CoordinatorError("AlreadyJoined", "already joined for the next epoch")
     _require_room(s, signer)
@@ -533,6 +540,41 @@ def health_check(s: CoordinatorState, now: int, signer: bytes, index: int, targe
     s.pending = [c for c in s.pending if c.signer not in dropped]
 
 
+def evidence(s: CoordinatorState, now: int, signer: bytes, index: int, step: int,
+             target: int) -> None:
+    """An elected verifier of the round that trains `step` (this one or the one before) says the
+    result that client `target` sent for it is bad. Once `evidence_quorum` distinct verifiers
+    have, the target is Evicted: out of the epoch, its slot's unsettled points forfeited, its
+    join for the next epoch removed; it cannot join again before the next epoch starts."""
+    _require_round(s, "evidence")
+    index = _sender(s, signer, index)
+    rnd = None
+    if type(step) is int and step in (s.step, s.step - 1):
+        rnd = s.round_back(s.step - step)
+    if rnd is None or not s.round_trains(rnd):
+        raise CoordinatorError("InvalidEvidence", f"evidence for step {step!r}: only the steps "
+                               f"{s.step - 1} and {s.step} of this epoch's training rounds")
+    committee = RoundCommittee(rnd, s.config.witness_nodes, s.config.verification_percent)
+    if committee.committee(index) != Committee.Verifier:
+        raise CoordinatorError("NotAVerifier", f"client {index} is not a verifier of step {step}")
+    if type(target) is not int or not 0 <= target < len(s.clients):
+        raise CoordinatorError("InvalidClientIndex", f"no client at index {target!r}")
+    if target not in assign_batches(s.config, rnd, committee):
+        raise CoordinatorError("InvalidEvidence",
+                               f"client {target} trained no batch in step {step}")
+    c = s.clients[target]
+    if c.state != ClientState.Healthy:
+        raise CoordinatorError("InvalidEvidence", f"client {target} is {c.state.name}")
+    bit = 1 << index
+    if c.accusers & bit:
+        raise CoordinatorError("AlreadyAccused", f"client {index} already accused client {target}")
+    c = replace(c, accusers=c.accusers | bit)
+    if bin(c.accusers).count("1") >= s.config.evidence_quorum:
+        c = replace(c, state=ClientState.Evicted, presence=0, sequences=0)
+        s.pending = [p for p in s.pending if p.signer != c.signer]
+    s.clients[target] = c
+
+
 def _check_checkpoint(ck: Checkpoint) -> Checkpoint:
     try:
         ok = len(ck.repo.encode()) <= REPO_LEN and len(ck.revision.encode()) <= REPO_LEN
@@ -635,6 +677,7 @@ OPERATIONS = {
     "warmup_witness": warmup_witness,
     "witness": witness,
     "health_check": health_check,
+    "evidence": evidence,
     "checkpoint": checkpoint,
     "synced": synced,
     "resync": resync,

@@ -34,6 +34,10 @@ class CoordinatorError(Exception):
         "SyncHashMismatch",
         "PointsUnsettled",
         "NothingToSettle",
+        "NotAVerifier",
+        "InvalidEvidence",
+        "AlreadyAccused",
+        "Evicted",
     )
 
     def __init__(self, code: str, detail: str = ""):

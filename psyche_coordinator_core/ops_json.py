@@ -22,6 +22,7 @@ ARGS = {
     "witness": {"signer", "index", "step", "participant_bloom", "broadcast_bloom",
                 "broadcast_merkle", "param_hash"},
     "health_check": {"signer", "index", "targets"},
+    "evidence": {"signer", "index", "step", "target"},
     "checkpoint": {"signer", "index", "repo", "revision", "step", "param_hash"},
     "synced": {"signer", "index", "step", "param_hash"},
     "resync": {"signer", "index"},
@@ -189,6 +190,11 @@ def decode_args(op: str, args) -> dict:
                 raise CoordinatorError("InvalidOperation",
                                        "targets must be a list of integers in [0, 65536)")
             out[k] = list(v)
+        elif k == "target":  # a client index, u16 on the wire like health_check's targets
+            if type(v) is not int or not 0 <= v < 1 << 16:
+                raise CoordinatorError("InvalidOperation",
+                                       "target must be an integer in [0, 65536)")
+            out[k] = v
         elif k in ("repo", "revision"):
             if not _is_text(v):
                 raise CoordinatorError("InvalidOperation", f"{k} must be a string")

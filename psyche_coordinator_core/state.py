@@ -34,6 +34,7 @@ class ClientState(IntEnum):
     Healthy = 0
     Dropped = 1  # removed by a health check
     Withdrawn = 2  # left (disconnect, pause, or an epoch without witnesses)
+    Evicted = 3  # removed by a verifier quorum's evidence; cannot join again this epoch
 
 
 class ClientPhase(IntEnum):
@@ -84,6 +85,9 @@ class Client:
     # points earned in this slot and not yet settled into the identity's ledger entry
     presence: int = 0  # rounds present (any phase)
     sequences: int = 0  # sequences trained and vouched for by a witness quorum
+    # bitmask over `clients` indices: the elected verifiers that sent evidence against this
+    # client's results (see `evidence`); zero whenever the slot is filled by a join
+    accusers: int = 0
 
     def __post_init__(self):
         if not self.identity:

@@ -240,6 +240,18 @@ impl Run {
         ix(self.user(user), data::HealthCheck { index, targets })
     }
 
+    /// An elected verifier of `step`'s round accuses client `target` of a bad result.
+    pub fn evidence(&self, user: &Pubkey, index: u32, step: u32, target: u16) -> Instruction {
+        ix(
+            self.user(user),
+            data::Evidence {
+                index,
+                step,
+                target,
+            },
+        )
+    }
+
     /// `(step, param_hash)`: the agreed pair the stored snapshot holds.
     pub fn checkpoint(
         &self,

@@ -187,6 +187,8 @@ class SolanaBackend:
                                 args["param_hash"])
         if op == "health_check":
             return c.ix_health_check(*where, args["index"], args["targets"])
+        if op == "evidence":
+            return c.ix_evidence(*where, args["index"], args["step"], args["target"])
         if op == "checkpoint":
             return c.ix_checkpoint(*where, args["index"], args["repo"], args.get("revision", ""),
                                    args["step"], args["param_hash"])

@@ -325,6 +325,13 @@ class Coordinator:
         return self._ix("health_check", index, list(targets),
                         accounts=self._user(user, instance, account))
 
+    def ix_evidence(self, user, instance, account, index, step, target):
+        """An elected verifier of `step`'s round (the current step or the one before) says
+        client `target`'s result for it is bad (NotAVerifier, InvalidEvidence,
+        AlreadyAccused); evidence_quorum distinct verifiers evict the target."""
+        return self._ix("evidence", index, step, target,
+                        accounts=self._user(user, instance, account))
+
     def ix_checkpoint(self, user, instance, account, index, repo, revision, step, param_hash):
         """Records a stored snapshot: its location and the agreed (step, parameter hash) it
         holds; the program refuses any other pair (CheckpointHashMismatch)."""

@@ -98,6 +98,10 @@ class ClientStateMachine:
             return None
         return i
 
+    def _evicted(self) -> bool:
+        i = self.state.client_index(self.signer)
+        return i is not None and self.state.clients[i].state == ClientState.Evicted
+
     def my_phase(self):
         """This client's phase in the epoch (None: not a healthy client of it)."""
         me = self.my_index()
@@ -316,10 +320,12 @@ class ClientStateMachine:
 
     # ---------------------------------------------------------------- duties
     def _join(self) -> list[Action]:
-        """Join for the next epoch whenever this client is not yet registered for it."""
+        """Join for the next epoch whenever this client is not yet registered for it. An
+        evicted client (its verifiers' evidence) waits: the coordinator refuses its joins
+        (Evicted) until the next epoch has rebuilt the client list."""
         st = self.state
         if (st is None or st.run_state == RunState.Finished or self.join_in_flight
-                or st.pending_index(self.signer) is not None):
+                or st.pending_index(self.signer) is not None or self._evicted()):
             return []
         self.join_in_flight = True
         args = {"signer": self.signer, "p2p_identity": self.p2p_identity}

@@ -41,7 +41,7 @@ from .transitions import describe_changes
 log = logging.getLogger(__name__)
 
 CLIENT_OPS = {"join", "withdraw", "warmup_witness", "witness", "health_check", "checkpoint", "tick",
-              "synced", "resync", "settle"}
+              "synced", "resync", "settle", "evidence"}
 QUERIES = {"leaderboard"}
 HELLO_TIMEOUT = 10
 

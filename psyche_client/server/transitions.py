@@ -24,7 +24,9 @@ def describe_changes(old, new) -> list:
     for c in new.clients:
         before = old_states.get(c.signer)
         if before == ClientState.Healthy and c.state != ClientState.Healthy:
-            why = "dropped by health check" if c.state == ClientState.Dropped else "withdrew"
+            why = {ClientState.Dropped: "dropped by health check",
+                   ClientState.Evicted: "evicted by its verifiers' evidence"}.get(c.state,
+                                                                                  "withdrew")
             lines.append(f"client {short(c.signer)} {why}")
     if old.checkpoint != new.checkpoint:
         ck = new.checkpoint

@@ -16,7 +16,8 @@ from psyche_coordinator_core.canonical import CONFIG_FIELDS
 
 NEW = json.loads(IDL_PATH.read_text())
 NEW_IX = {ix["name"]: ix for ix in NEW["instructions"]}
-# RunConfigParams in borsh order: the six u64, three u32, eight u16, four u8, three u64, one u32
+# RunConfigParams in borsh order: the six u64, three u32, eight u16, four u8, three u64, one u32,
+# one u16
 RUN_CONFIG = dict(
     warmup_time=1, cooldown_time=2, max_round_train_time=3, round_witness_time=4, epoch_time=5,
     global_batch_size_warmup_tokens=6, total_steps=7, max_seq_len=8, checkpoint_interval=17,
@@ -25,8 +26,8 @@ RUN_CONFIG = dict(
     max_clients=18, max_syncing=19, kept_rounds=20,
     verification_percent=14, checkpointer_percent=15, waiting_for_members_extra_time=16,
     sync_warmup_rounds=21, flops_per_token=22, tokens_per_compute_point=23, points_cap=24,
-    presence_points=25)
-CONFIG_FORMAT = "<6Q3I8H4B3QI"
+    presence_points=25, evidence_quorum=26)
+CONFIG_FORMAT = "<6Q3I8H4B3QIH"
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +92,14 @@ def test_encode_points_instructions(coder):
     assert data == bytes(NEW_IX["settle_points"]["discriminator"]) + u32(7) + bytes(keys[0])
     assert [a["name"] for a in NEW_IX["settle_points"]["accounts"]] == [
         "user", "coordinator_instance", "coordinator_account", "contributor"]
+
+
+def test_encode_evidence(coder):
+    data = coder.encode("evidence", {"index": 3, "step": 9, "target": 258})
+    assert data == (bytes(NEW_IX["evidence"]["discriminator"]) + u32(3) + u32(9)
+                    + struct.pack("<H", 258))
+    assert [a["name"] for a in NEW_IX["evidence"]["accounts"]] == [
+        a["name"] for a in NEW_IX["health_check"]["accounts"]]
 
 
 def test_decode_contributor(idl):

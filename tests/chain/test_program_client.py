@@ -101,6 +101,8 @@ def test_every_instruction_round_trips(localnet):
                                                   bytes(32), bytes(32))])) == "InvalidRunState"
         assert await refused(o.send([o.ix_health_check(oi, inst, acct, 0, [1])])) == \
             "InvalidRunState"
+        assert await refused(o.send([o.ix_evidence(oi, inst, acct, 0, 1, 1)])) == \
+            "InvalidRunState"
             # (checkpoint checks the index first: nobody is at index 0 yet)
         assert await refused(o.send([o.ix_checkpoint(oi, inst, acct, 0, "repo", "rev", 1,
                                                      bytes(32))])) == "InvalidClientIndex"

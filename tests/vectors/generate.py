@@ -56,7 +56,7 @@ BASE_CONFIG = dict(
     global_batch_size_end=16, verification_percent=0, checkpointer_percent=0,
     waiting_for_members_extra_time=3, checkpoint_interval=0, max_clients=256, max_syncing=0,
     kept_rounds=64, sync_warmup_rounds=2, flops_per_token=0, tokens_per_compute_point=1_000_000,
-    points_cap=0, presence_points=1,
+    points_cap=0, presence_points=1, evidence_quorum=2,
 )
 
 
@@ -387,6 +387,35 @@ class Scenario:
     def resync(self, label, dt=0, error=None, state=None):
         return self.do("resync", dt=dt, error=error, state=state, signer=signer(label),
                        index=self.idx(label))
+
+    def round_of(self, step):
+        return self.state.round_back(self.state.step - step)
+
+    def verifiers(self, step=None) -> list:
+        """Labels of the elected verifiers of the round that trains `step` (default: the
+        current one), in index order: computed from the committee, never hard-coded."""
+        s = self.state
+        rnd = self.round_of(s.step if step is None else step)
+        cm = RoundCommittee(rnd, s.config.witness_nodes, s.config.verification_percent)
+        return [self.label_at(i) for i in cm.verifier_indices()]
+
+    def trainers(self, step=None) -> list:
+        """Labels of the clients with a batch in the round that trains `step`, in index order."""
+        s = self.state
+        rnd = self.round_of(s.step if step is None else step)
+        return [self.label_at(i) for i in sorted(assign_batches(s.config, rnd))]
+
+    def evidence(self, label, target, step=None, dt=0, error=None, state=None, index=None):
+        """Verifier `label` says trainer `target`'s result for `step` (default: the current
+        one) is bad; `target` is a label, or an int index when given as ("index", i)."""
+        tgt = target[1] if isinstance(target, tuple) else self.idx(target)
+        return self.do("evidence", dt=dt, error=error, state=state, signer=signer(label),
+                       index=self.idx(label) if index is None else index,
+                       step=self.state.step if step is None else step, target=tgt)
+
+    def accusers(self, label) -> set:
+        bits = self.state.clients[self.idx(label)].accusers
+        return {self.label_at(i) for i in range(len(self.state.clients)) if (bits >> i) & 1}
 
     def participants(self) -> set:
         """Labels of the current round's participants."""
@@ -2198,7 +2227,7 @@ def errors_update():
         {"epoch_time": (1 << 32) + 1}, {"warmup_time": -1},
         {"max_clients": 2}, {"max_clients": 257}, {"max_syncing": 257}, {"max_syncing": -1},
         {"kept_rounds": 4, "checkpoint_interval": 5}, {"kept_rounds": 65536},
-        {"sync_warmup_rounds": 33},
+        {"sync_warmup_rounds": 33}, {"evidence_quorum": 0}, {"evidence_quorum": 257},
     ]
     for change in bad:
         sc.do("update", config=RunConfig(**{**BASE_CONFIG, **change}), error="InvalidConfig")
@@ -2543,6 +2572,236 @@ def points_settle_when_halted():
     sc.end_cooldown(state=RunState.Finished)
     sc.settle_all(dt=1)
     sc.check(sc.entry(0).presence_points == 3 * 2 + 5 * (sc.entry(0).presence_rounds - 2))
+    return sc
+
+
+# ---------------------------------------------------------------- evidence
+
+# 8 clients, a quarter of each round's participants elected to verify: 2 verifiers, 6 trainers
+EVIDENCE = dict(verification_percent=25, epoch_time=1000, min_clients=2, init_min_clients=3,
+                max_seq_len=64)
+EIGHT = tuple(range(8))
+
+
+@scenario
+def evidence_below_quorum():
+    sc = started("evidence_below_quorum",
+                 "An elected verifier of the current round sends evidence against a trainer's "
+                 "result: its bit is set in the trainer's accusers, the trainer stays Healthy "
+                 "(evidence_quorum 2). In the next round a verifier of the previous step accuses "
+                 "another trainer for that step. The accusers stay through the round's end.",
+                 labels=EIGHT, config=EVIDENCE)
+    v, trainers = sc.verifiers(), sc.trainers()
+    sc.check(len(v) == 2 and len(trainers) == 6 and not set(v) & set(trainers))
+    sc.evidence(v[0], trainers[0], dt=1)
+    sc.check(sc.accusers(trainers[0]) == {v[0]})
+    sc.check(sc.client_state(trainers[0]) == ClientState.Healthy)
+    step = sc.state.step
+    sc.round(state=RunState.RoundTrain)
+    v0, t0 = sc.verifiers(step), sc.trainers(step)
+    sc.evidence(v0[1], t0[1], step=step, dt=1)
+    sc.check(sc.accusers(t0[1]) >= {v0[1]})
+    sc.check(sc.client_state(t0[1]) == ClientState.Healthy)
+    sc.round(state=RunState.RoundTrain)
+    sc.check(sc.accusers(trainers[0]) == {v[0]})
+    return sc
+
+
+@scenario
+def evidence_quorum_evicts():
+    sc = started("evidence_quorum_evicts",
+                 "Both elected verifiers of the previous step accuse one trainer that has joined "
+                 "for the next epoch too: at the second evidence (evidence_quorum 2) it is "
+                 "Evicted, its unsettled presence and sequences are forfeited (zero) and its "
+                 "pending join is removed. The batch it was accused over earns it nothing at the "
+                 "round's end; further evidence against it is InvalidEvidence.",
+                 labels=EIGHT, config={**EVIDENCE, **POINTS, "epoch_time": 1000})
+    sc.round(state=RunState.RoundTrain)
+    sc.round(state=RunState.RoundTrain)
+    step = sc.state.step
+    sc.round(state=RunState.RoundTrain)
+    v, trainers = sc.verifiers(step), sc.trainers(step)
+    target = next(x for x in trainers if sc.state.clients[sc.idx(x)].sequences)
+    sc.join(target, dt=1)  # a client of this epoch joins for the next
+    sc.check(sc.state.pending_index(signer(target)) is not None)
+    c = sc.state.clients[sc.idx(target)]
+    sc.check(c.presence == 3 and c.sequences > 0)
+    healthy = sc.state.healthy_count()
+    sc.evidence(v[0], target, step=step, dt=1)
+    sc.check(sc.client_state(target) == ClientState.Healthy)
+    sc.evidence(v[1], target, step=step)
+    c = sc.state.clients[sc.idx(target)]
+    sc.check(c.state == ClientState.Evicted and c.presence == 0 and c.sequences == 0)
+    sc.check(sc.accusers(target) == set(v))
+    sc.check(sc.state.pending_index(signer(target)) is None and not sc.state.pending)
+    sc.check(sc.state.healthy_count() == healthy - 1)
+    sc.evidence(v[0], target, step=step, error="InvalidEvidence")
+    sc.round(state=RunState.RoundTrain)
+    c = sc.state.clients[sc.idx(target)]
+    sc.check(c.state == ClientState.Evicted and c.presence == 0 and c.sequences == 0)
+    sc.settle(sc.idx(target), dt=1, error="NothingToSettle")
+    return sc
+
+
+@scenario
+def evidence_not_a_verifier():
+    sc = started("evidence_not_a_verifier",
+                 "Evidence from a trainer of the round, or from a verifier of the current round "
+                 "for the previous step it was not elected to verify, is NotAVerifier; a signer "
+                 "that is not the client at the index is NotAClient, a bad sender index "
+                 "InvalidClientIndex.",
+                 labels=EIGHT, config=EVIDENCE)
+    trainers = sc.trainers()
+    sc.evidence(trainers[0], trainers[1], dt=1, error="NotAVerifier")
+    step = sc.state.step
+    sc.round(state=RunState.RoundTrain)
+    for _ in range(8):
+        stale = [x for x in sc.verifiers() if x not in sc.verifiers(step)]
+        if stale:
+            break
+        step = sc.state.step
+        sc.round(state=RunState.RoundTrain)
+    sc.check(bool(stale), "no round elected a verifier that was not one the round before")
+    sc.evidence(stale[0], sc.trainers(step)[0], step=step, dt=1, error="NotAVerifier")
+    sc.evidence(stale[0], sc.trainers()[0])  # of the current step it is a verifier
+    v = sc.verifiers()
+    sc.evidence(v[1], sc.trainers()[0], index=sc.idx(trainers[2]), error="NotAClient")
+    sc.evidence(v[1], sc.trainers()[0], index=8, error="InvalidClientIndex")
+    return sc
+
+
+@scenario
+def evidence_wrong_step():
+    sc = started("evidence_wrong_step",
+                 "Evidence is for the current step or the one before, in a round of this epoch "
+                 "that trains: a later step, an older one, the previous step in the epoch's "
+                 "first round, and a drain round's step are InvalidEvidence; a malformed step "
+                 "or target is InvalidOperation.",
+                 labels=EIGHT, config={**EVIDENCE, "epoch_time": 24})
+    v, trainers = sc.verifiers(), sc.trainers()
+    s = sc.state.step
+    sc.evidence(v[0], trainers[0], step=s - 1, dt=1, error="InvalidEvidence")  # no round yet
+    sc.evidence(v[0], trainers[0], step=s + 1, error="InvalidEvidence")
+    sc.round(state=RunState.RoundTrain)
+    sc.round(state=RunState.RoundTrain)
+    v, trainers = sc.verifiers(), sc.trainers()
+    sc.evidence(v[0], trainers[0], step=sc.state.step - 2, dt=1, error="InvalidEvidence")
+    sc.evidence(v[0], trainers[0], step=0, error="InvalidEvidence")
+    args = dict(signer=signer(v[0]).hex(), index=sc.idx(v[0]), step=sc.state.step,
+                target=sc.idx(trainers[0]))
+    sc.do("evidence", raw_args={**args, "step": -1}, error="InvalidOperation")
+    sc.do("evidence", raw_args={**args, "target": "1"}, error="InvalidOperation")
+    sc.do("evidence", raw_args={**args, "target": 65536}, error="InvalidOperation")
+    sc.do("evidence", raw_args={k: a for k, a in args.items() if k != "target"},
+          error="InvalidOperation")
+    for _ in range(20):
+        st = sc.state
+        if st.run_state == RunState.RoundTrain and not st.round_trains(st.current_round):
+            break
+        sc.round()
+    st = sc.state
+    sc.check(st.run_state == RunState.RoundTrain and not st.round_trains(st.current_round),
+             "no drain round")
+    any_client = sc.label_at(next(i for i, c in enumerate(st.clients) if c.trains))
+    sc.evidence(any_client, any_client, dt=1, error="InvalidEvidence")
+    return sc
+
+
+@scenario
+def evidence_target_not_trained():
+    sc = started("evidence_target_not_trained",
+                 "The target must have had a batch in that round and be Healthy: a verifier "
+                 "(no batch) or a withdrawn trainer is InvalidEvidence; a target index past the "
+                 "clients is InvalidClientIndex.",
+                 labels=EIGHT, config=EVIDENCE)
+    v, trainers = sc.verifiers(), sc.trainers()
+    sc.evidence(v[0], v[1], dt=1, error="InvalidEvidence")
+    sc.evidence(v[0], ("index", 8), error="InvalidClientIndex")
+    sc.evidence(v[0], ("index", 65535), error="InvalidClientIndex")
+    sc.withdraw(trainers[0], dt=1)
+    sc.evidence(v[0], trainers[0], error="InvalidEvidence")
+    sc.evidence(v[0], trainers[1])
+    return sc
+
+
+@scenario
+def evidence_already_accused():
+    sc = started("evidence_already_accused",
+                 "A verifier accuses a trainer once: its second evidence against the same "
+                 "client (for the same step or, in the next round, the one before) is "
+                 "AlreadyAccused. Another trainer it may still accuse.",
+                 labels=EIGHT, config={**EVIDENCE, "evidence_quorum": 3})
+    v, trainers = sc.verifiers(), sc.trainers()
+    sc.evidence(v[0], trainers[0], dt=1)
+    sc.evidence(v[0], trainers[0], error="AlreadyAccused")
+    step = sc.state.step
+    sc.round(state=RunState.RoundTrain)
+    sc.evidence(v[0], trainers[0], step=step, dt=1, error="AlreadyAccused")
+    sc.evidence(v[0], trainers[1], step=step)
+    sc.evidence(v[1], trainers[0], step=step)
+    sc.check(sc.accusers(trainers[0]) == set(v))
+    sc.check(sc.client_state(trainers[0]) == ClientState.Healthy)
+    return sc
+
+
+@scenario
+def evidence_evicted_rejoin_refused():
+    sc = started("evidence_evicted_rejoin_refused",
+                 "With evidence_quorum 1 one verifier evicts a trainer. Its joins are refused "
+                 "(Evicted) for the rest of the epoch, mid-epoch and for the next epoch, through "
+                 "Cooldown and WaitingForMembers; its other operations are NotAClient. Once the "
+                 "next epoch has rebuilt the client list it may join again (mid-epoch, Queued).",
+                 labels=EIGHT, config={**EVIDENCE, "evidence_quorum": 1, "max_syncing": 1,
+                                       "epoch_time": 20})
+    v, trainers = sc.verifiers(), sc.trainers()
+    target = trainers[2]
+    sc.evidence(v[1], target, dt=1)
+    sc.check(sc.client_state(target) == ClientState.Evicted)
+    sc.join(target, dt=1, error="Evicted")
+    sc.do("warmup_witness", signer=signer(target), index=sc.idx(target), error="NotAClient")
+    sc.withdraw(target, error="InvalidWithdraw")
+    sc.rounds_until_cooldown()
+    sc.join(target, dt=1, error="Evicted")
+    others = [label for label in EIGHT if label != target]
+    sc.join(*others)
+    sc.end_cooldown()
+    sc.join(target, dt=1, error="Evicted")
+    sc.start_epoch()
+    sc.check(sc.state.client_index(signer(target)) is None)
+    sc.warmup_all()
+    sc.join(target, dt=1)
+    sc.check(sc.phase(target) in (ClientPhase.Queued, ClientPhase.Syncing))
+    sc.check(sc.client_state(target) == ClientState.Healthy and not sc.accusers(target))
+    return sc
+
+
+@scenario
+def evidence_in_cooldown():
+    sc = started("evidence_in_cooldown",
+                 "Evidence belongs to a round: InvalidRunState in Warmup, Cooldown and "
+                 "WaitingForMembers, Halted when paused; RoundWitness takes it.",
+                 labels=EIGHT, config={**EVIDENCE, "epoch_time": 12})
+    v, trainers = sc.verifiers(), sc.trainers()
+    sc.witness_all()
+    sc.expect_state(RunState.RoundWitness)
+    sc.evidence(v[0], trainers[0], dt=1, state=RunState.RoundWitness)
+    step, label, target = sc.state.step, v[0], trainers[0]
+    sc.finish_round()
+    sc.rounds_until_cooldown()
+    sc.do("evidence", dt=1, error="InvalidRunState", signer=signer(label), index=sc.idx(label),
+          step=step, target=sc.idx(target))
+    sc.do("evidence", error="InvalidRunState", signer=signer(label), index=sc.idx(label),
+          step=sc.state.step, target=sc.idx(trainers[1]))
+    sc.join(*EIGHT, dt=1)
+    sc.end_cooldown()
+    sc.do("evidence", dt=1, error="InvalidRunState", signer=signer(label), index=sc.idx(label),
+          step=sc.state.step, target=sc.idx(trainers[1]))
+    sc.start_epoch()
+    sc.do("evidence", dt=1, error="InvalidRunState", signer=signer(label), index=sc.idx(label),
+          step=sc.state.step, target=sc.idx(trainers[1]))
+    sc.pause(dt=1, state=RunState.Paused)
+    sc.do("evidence", dt=1, error="Halted", signer=signer(label), index=0,
+          step=sc.state.step, target=1)
     return sc
 
 

@@ -114,11 +114,11 @@ impl Rng {
 
 // ------------------------------------------------------------------------------ instructions
 
-const KINDS: [&str; 17] = INSTRUCTIONS;
+const KINDS: [&str; 18] = INSTRUCTIONS;
 const INIT: usize = 0;
 const FREE: usize = 10;
 
-/// The 8-byte discriminators of the 17 instructions, then Anchor's IDL instruction tag.
+/// The 8-byte discriminators of the 18 instructions, then Anchor's IDL instruction tag.
 fn discriminators() -> Vec<[u8; 8]> {
     use psyche_coordinator::instruction as d;
     let mut out: Vec<[u8; 8]> = [
@@ -139,6 +139,7 @@ fn discriminators() -> Vec<[u8; 8]> {
         d::Resync::DISCRIMINATOR,
         d::SetDelegates::DISCRIMINATOR,
         d::SettlePoints::DISCRIMINATOR,
+        d::Evidence::DISCRIMINATOR,
     ]
     .iter()
     .map(|d| <[u8; 8]>::try_from(*d).expect("8-byte discriminators"))
@@ -706,6 +707,22 @@ impl Fuzz {
                     .map(|_| *self.rng.pick(&self.clients.clone()))
                     .collect();
                 Built::one(run.set_delegates(&any_wallet, &identity, delegates))
+            }
+            17 => {
+                // mostly the current or previous step and a low client index (the fuzzed runs
+                // rarely elect verifiers: mostly NotAVerifier, InvalidEvidence), else anything
+                let (user, index) = self.client_of(t);
+                let ev_step = match self.rng.below(4) {
+                    0 => self.rng.interesting_u32(),
+                    1 => step.wrapping_sub(1),
+                    _ => step,
+                };
+                let target = if self.rng.percent(80) {
+                    self.rng.below(6) as u16
+                } else {
+                    self.rng.next() as u16
+                };
+                Built::one(run.evidence(&user, index, ev_step, target))
             }
             _ => {
                 // mostly the slot's own identity, else another key (WrongContributor, or no
@@ -1285,12 +1302,29 @@ fn check_state(s: &CoordinatorState, now: i64) -> Result<(), String> {
         h.layout_version
     );
     ensure!(s._hashes_pad == [0; 4], "hashes padding");
-    ensure!(s.config._pad == [0; 4], "config padding");
+    ensure!(s.config._pad == [0; 2], "config padding");
     ensure!(
         s.pending()
             .iter()
             .all(|p| p.presence == 0 && p.sequences == 0),
         "points in a pending entry"
+    );
+    ensure!(
+        s.pending().iter().all(|p| p.accusers == [0; 32]),
+        "accusers in a pending entry"
+    );
+    ensure!(
+        s.clients().iter().all(|c| {
+            let n = h.clients_len as usize;
+            (n..MAX_CLIENTS).all(|i| (c.accusers[i / 8] >> (i % 8)) & 1 == 0)
+        }),
+        "an accuser past the clients"
+    );
+    ensure!(
+        s.clients()
+            .iter()
+            .all(|c| c.state != ClientState::Evicted as u8 || !c.unsettled()),
+        "points in an evicted slot"
     );
     ensure!(
         s.param_step <= h.step && s.due_step <= s.param_step,
@@ -1341,7 +1375,7 @@ fn check_state(s: &CoordinatorState, now: i64) -> Result<(), String> {
     let (nc, np) = (h.clients_len as usize, h.pending_len as usize);
     ensure!(nc <= MAX_CLIENTS && np <= MAX_CLIENTS, "lengths {nc} {np}");
     check_slots("client", &s.clients, nc, |st| {
-        st <= ClientState::Withdrawn as u8
+        st <= ClientState::Evicted as u8
     })?;
     check_slots("pending", &s.pending, np, |st| {
         st == ClientState::Healthy as u8

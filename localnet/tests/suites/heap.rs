@@ -246,6 +246,16 @@ fn heap_per_instruction_fits_the_sbf_heap() {
             );
         }
         assert_eq!(m.env.run_state(&r), RunState::RoundWitness);
+        if round == 0 {
+            // fixed-size arguments; the run elects no verifiers (verification_percent 0)
+            m.send(
+                "evidence by a non-verifier (NotAVerifier)",
+                &[&clients[0]],
+                &[run.evidence(&keys[0], 0, step, 1)],
+                false,
+                0,
+            );
+        }
         m.env.advance(config.round_witness_time as i64 + 1);
         m.send("tick", &[], &[run.tick(&payer)], true, 0);
         assert_eq!(m.env.run_state(&r), RunState::RoundTrain);

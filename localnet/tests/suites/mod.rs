@@ -18,6 +18,7 @@ mod negative_accounts;
 mod negative_authorizations;
 mod negative_checkpoint;
 mod negative_data;
+mod negative_evidence;
 mod negative_free;
 mod negative_health;
 mod negative_init;

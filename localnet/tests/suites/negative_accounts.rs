@@ -182,19 +182,21 @@ fn an_account_of_another_layout_version_is_refused_by_name() {
         (run.withdraw(&ck), &c),
         (run.synced(&ck, 0, 1, params_at(1)), &c),
         (run.resync(&ck, 0), &c),
+        (run.evidence(&ck, 0, 1, 1), &c),
     ];
     let current = env.account(&key).unwrap();
     let at = 8 + psyche_coordinator_core::VERSION_OFFSET;
-    // version 1 (zero padding there) at this size and at its own (28,952 bytes shorter),
-    // version 2 (no client phases, 24,736 bytes shorter), version 3 (no points, 24,608 bytes
-    // shorter) and a version from the future
+    // version 1 (zero padding there) at this size and at its own (45,336 bytes shorter),
+    // version 2 (no client phases, 41,120 bytes shorter), version 3 (no points, 40,992 bytes
+    // shorter), version 4 (no accusers, 16,384 bytes shorter) and a version from the future
     let mut versions = Vec::new();
     for (version, len) in [
         (0u32, current.data.len()),
         (0, 8 + 133_640),
         (2, 8 + 137_856),
         (3, 8 + 137_984),
-        (5, current.data.len()),
+        (4, 8 + 162_592),
+        (6, current.data.len()),
     ] {
         let mut other = current.clone();
         other.data.truncate(len);

@@ -51,6 +51,8 @@ enum Op {
     WarmupWitness([u8; 32], u32),
     Witness([u8; 32], u32, u32, Vec<u8>, Vec<u8>, [u8; 32], [u8; 32]),
     HealthCheck([u8; 32], u32, Vec<u16>),
+    /// signer, index, step, target
+    Evidence([u8; 32], u32, u32, u16),
     Checkpoint([u8; 32], u32, String, String, u32, [u8; 32]),
     Synced([u8; 32], u32, u32, [u8; 32]),
     Resync([u8; 32], u32),
@@ -115,6 +117,7 @@ fn config_from_json(v: &Value) -> Option<RunConfig> {
             "tokens_per_compute_point" => c.tokens_per_compute_point = int(v)?,
             "points_cap" => c.points_cap = int(v)?,
             "presence_points" => c.presence_points = int(v)?,
+            "evidence_quorum" => c.evidence_quorum = int(v)?,
             _ => return None,
         }
     }
@@ -173,6 +176,7 @@ fn decode(op: &str, args: &Value) -> Option<Op> {
             "param_hash",
         ],
         "health_check" => &["signer", "index", "targets"],
+        "evidence" => &["signer", "index", "step", "target"],
         "checkpoint" => &["signer", "index", "repo", "revision", "step", "param_hash"],
         "synced" => &["signer", "index", "step", "param_hash"],
         "resync" => &["signer", "index"],
@@ -215,6 +219,12 @@ fn decode(op: &str, args: &Value) -> Option<Op> {
                 .iter()
                 .map(int)
                 .collect::<Option<_>>()?,
+        ),
+        "evidence" => Op::Evidence(
+            key(g("signer")?)?,
+            int(g("index")?)?,
+            int(g("step")?)?,
+            int(g("target")?)?,
         ),
         "checkpoint" => Op::Checkpoint(
             key(g("signer")?)?,
@@ -264,6 +274,7 @@ fn apply_core(s: &mut CoordinatorState, now: u64, op: &Op) -> Result<(), Coordin
         Op::WarmupWitness(k, i) => core_sm::warmup_witness(s, now, k, *i),
         Op::Witness(k, i, st, pb, bb, m, h) => core_sm::witness(s, now, k, *i, *st, pb, bb, m, h),
         Op::HealthCheck(k, i, t) => core_sm::health_check(s, now, k, *i, t),
+        Op::Evidence(k, i, st, t) => core_sm::evidence(s, now, k, *i, *st, *t),
         Op::Checkpoint(k, i, r, v, st, h) => {
             core_sm::checkpoint(s, now, k, *i, r.as_bytes(), v.as_bytes(), *st, h)
         }
@@ -300,6 +311,7 @@ fn instruction_for(
             run.witness(&key(k), *i, *st, pb.clone(), bb.clone(), *m, *h)
         }
         Op::HealthCheck(k, i, t) => run.health_check(&key(k), *i, t.clone()),
+        Op::Evidence(k, i, st, t) => run.evidence(&key(k), *i, *st, *t),
         Op::Checkpoint(k, i, r, v, st, h) => run.checkpoint(&key(k), *i, r, v, *st, *h),
         Op::Synced(k, i, st, h) => run.synced(&key(k), *i, *st, *h),
         Op::Resync(k, i) => run.resync(&key(k), *i),

@@ -32,7 +32,7 @@ use solana_transaction_error::TransactionError;
 pub const T0: i64 = 1_700_000_000;
 
 /// Every instruction of the program, in the order of the handlers in `#[program]`.
-pub const INSTRUCTIONS: [&str; 17] = [
+pub const INSTRUCTIONS: [&str; 18] = [
     "init_coordinator",
     "update",
     "set_paused",
@@ -50,6 +50,7 @@ pub const INSTRUCTIONS: [&str; 17] = [
     "resync",
     "set_delegates",
     "settle_points",
+    "evidence",
 ];
 pub const SOL: u64 = 1_000_000_000;
 

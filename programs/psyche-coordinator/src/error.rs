@@ -75,6 +75,14 @@ pub enum CoordinatorProgramError {
     PointsUnsettled = 26,
     #[msg("the client slot holds no unsettled points")]
     NothingToSettle = 27,
+    #[msg("the signer is not an elected verifier of that step's round")]
+    NotAVerifier = 28,
+    #[msg("invalid evidence: wrong step, or the target trained no batch in it or is not healthy")]
+    InvalidEvidence = 29,
+    #[msg("this verifier has already accused that client")]
+    AlreadyAccused = 30,
+    #[msg("the signer was evicted by its verifiers' evidence: join again once the next epoch starts")]
+    Evicted = 31,
 
     // ---- program errors (6100..)
     #[msg("an authorization was granted to another signer")]
@@ -139,6 +147,10 @@ impl From<CoordinatorError> for CoordinatorProgramError {
             C::SyncHashMismatch => Self::SyncHashMismatch,
             C::PointsUnsettled => Self::PointsUnsettled,
             C::NothingToSettle => Self::NothingToSettle,
+            C::NotAVerifier => Self::NotAVerifier,
+            C::InvalidEvidence => Self::InvalidEvidence,
+            C::AlreadyAccused => Self::AlreadyAccused,
+            C::Evicted => Self::Evicted,
         }
     }
 }

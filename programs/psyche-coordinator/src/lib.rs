@@ -42,6 +42,7 @@ declare_id!("HFqAvrnHxzXjDJsL2u5ywDiBQxoLuGnuoeGVJ6kA6Svk");
 pub mod logic {
     pub use crate::error::LogicResult as Result;
     pub use crate::instructions::checkpoint::checkpoint;
+    pub use crate::instructions::evidence::evidence;
     pub use crate::instructions::free_coordinator::check_free;
     pub use crate::instructions::health_check::health_check;
     pub use crate::instructions::init_coordinator::{check_run_id_length, init_account_data};
@@ -154,6 +155,19 @@ pub mod psyche_coordinator {
         targets: Vec<u16>,
     ) -> Result<()> {
         health_check::handler(ctx, index, targets)
+    }
+
+    /// An elected verifier of the round that trains `step` (the current step or the one
+    /// before) says client `target`'s result for it is bad; `evidence_quorum` distinct
+    /// verifiers evict the target (`NotAVerifier`, `InvalidEvidence`, `AlreadyAccused`); then
+    /// tick.
+    pub fn evidence(
+        ctx: Context<PermissionlessCoordinatorAccounts>,
+        index: u32,
+        step: u32,
+        target: u16,
+    ) -> Result<()> {
+        evidence::handler(ctx, index, step, target)
     }
 
     /// An elected checkpointer records a stored snapshot: its location (`repo`, `revision`)

@@ -88,10 +88,10 @@ fn contributor_account_layout() {
 
 #[test]
 fn coordinator_account_is_the_core_state() {
-    assert_eq!(core::mem::size_of::<CoordinatorAccount>(), 162_592);
+    assert_eq!(core::mem::size_of::<CoordinatorAccount>(), 178_976);
     assert_eq!(core::mem::size_of::<CoordinatorAccount>(), STATE_SIZE);
     assert_eq!(core::mem::align_of::<CoordinatorAccount>(), 8);
-    assert_eq!(CoordinatorAccount::SPACE, 162_600);
+    assert_eq!(CoordinatorAccount::SPACE, 178_984);
     // the view is the same memory
     let mut words = vec![0u64; STATE_SIZE / 8];
     let account: &mut CoordinatorAccount =
@@ -164,20 +164,25 @@ fn run_config_params_round_trip() {
         tokens_per_compute_point: 22,
         points_cap: 23,
         presence_points: 24,
-        _pad: [0; 4],
+        evidence_quorum: 25,
+        _pad: [0; 2],
     };
     assert_eq!(RunConfigParams::from_core(&c).to_core(), c);
-    // borsh: the 112 canonical bytes without the 4 bytes of padding at their end, in order
+    // borsh: the 112 canonical bytes without the 2 bytes of padding at their end, in order
     let borsh = RunConfigParams::from_core(&c).try_to_vec().unwrap();
-    assert_eq!(borsh, &bytemuck::bytes_of(&c)[..108]);
+    assert_eq!(borsh, &bytemuck::bytes_of(&c)[..110]);
 }
 
 #[test]
 fn the_prologue_refuses_another_layout_version_before_the_size() {
     let mut data = vec![0u8; CoordinatorAccount::SPACE];
-    data[8 + 92..8 + 96].copy_from_slice(&4u32.to_le_bytes());
-    assert_eq!(logic::layout_version_of(&data), Some(4));
+    data[8 + 92..8 + 96].copy_from_slice(&5u32.to_le_bytes());
+    assert_eq!(logic::layout_version_of(&data), Some(5));
     assert_eq!(logic::check_layout(&data), Ok(()));
+    // version 4 had no accusers and was 16,384 bytes shorter
+    let mut v4 = vec![0u8; 8 + 162_592];
+    v4[8 + 92..8 + 96].copy_from_slice(&4u32.to_le_bytes());
+    assert_eq!(logic::check_layout(&v4), Err(PE::LayoutVersionMismatch));
     // version 3 had no points and was 24,608 bytes shorter
     let mut v3 = vec![0u8; 8 + 137_984];
     v3[8 + 92..8 + 96].copy_from_slice(&3u32.to_le_bytes());
@@ -192,10 +197,10 @@ fn the_prologue_refuses_another_layout_version_before_the_size() {
     assert_eq!(logic::check_layout(&data), Err(PE::LayoutVersionMismatch));
     let v1 = vec![0u8; 8 + 133_640];
     assert_eq!(logic::check_layout(&v1), Err(PE::LayoutVersionMismatch));
-    data[8 + 92..8 + 96].copy_from_slice(&5u32.to_le_bytes());
+    data[8 + 92..8 + 96].copy_from_slice(&6u32.to_le_bytes());
     assert_eq!(logic::check_layout(&data), Err(PE::LayoutVersionMismatch));
     // this version at another size; too short to hold a version
-    data[8 + 92..8 + 96].copy_from_slice(&4u32.to_le_bytes());
+    data[8 + 92..8 + 96].copy_from_slice(&5u32.to_le_bytes());
     data.push(0);
     assert_eq!(logic::check_layout(&data), Err(PE::AccountIncorrectSize));
     assert_eq!(logic::layout_version_of(&data[..99]), None);

@@ -64,7 +64,9 @@ pub struct RunConfig {
     pub points_cap: u64,
     /// Points for every round a client is present, in any phase.
     pub presence_points: u32,
-    pub _pad: [u8; 4],
+    /// Distinct elected verifiers whose evidence against a trainer's result evicts it.
+    pub evidence_quorum: u16,
+    pub _pad: [u8; 2],
 }
 
 const _: () = assert!(core::mem::size_of::<RunConfig>() == crate::constants::CONFIG_SIZE);
@@ -104,7 +106,8 @@ impl RunConfig {
         tokens_per_compute_point: 1_000_000,
         points_cap: 0,
         presence_points: 1,
-        _pad: [0; 4],
+        evidence_quorum: 2,
+        _pad: [0; 2],
     };
 
     /// The same rules as `RunConfig.validate`; every violation is `InvalidConfig`.
@@ -136,7 +139,8 @@ impl RunConfig {
             && self.checkpoint_interval <= self.kept_rounds as u32
             && self.sync_warmup_rounds <= MAX_SYNC_WARMUP_ROUNDS
             && self.flops_per_token <= MAX_FLOPS_PER_TOKEN
-            && self.tokens_per_compute_point >= 1;
+            && self.tokens_per_compute_point >= 1
+            && (1..=MAX_CLIENTS).contains(&(self.evidence_quorum as usize));
         if ok {
             Ok(())
         } else {
@@ -152,7 +156,7 @@ mod tests {
     #[test]
     fn default_is_valid_and_ranges_are_enforced() {
         assert_eq!(RunConfig::DEFAULT.validate(), Ok(()));
-        let bad: [fn(&mut RunConfig); 25] = [
+        let bad: [fn(&mut RunConfig); 27] = [
             |c| c.epoch_time = 0,
             |c| c.epoch_time = MAX_TIME_SECONDS + 1,
             |c| c.warmup_time = c.epoch_time,
@@ -181,6 +185,8 @@ mod tests {
             |c| c.sync_warmup_rounds = 33,
             |c| c.flops_per_token = MAX_FLOPS_PER_TOKEN + 1,
             |c| c.tokens_per_compute_point = 0,
+            |c| c.evidence_quorum = 0,
+            |c| c.evidence_quorum = 257,
         ];
         for (i, f) in bad.iter().enumerate() {
             let mut c = RunConfig::DEFAULT;

@@ -19,8 +19,9 @@ pub const ZERO_HASH: [u8; PARAM_HASH_LEN] = [0; PARAM_HASH_LEN];
 /// instead of misreading the fields. 1: the layout before the version existed (those 4 bytes
 /// were zero padding); 2: parameter hashes; 3: client phases (join mid-epoch, sync) and the
 /// warming mask of a round; 4: points (each client's identity and unsettled presence and
-/// sequences, the points settings).
-pub const LAYOUT_VERSION: u32 = 4;
+/// sequences, the points settings); 5: evidence (each client's accusers mask, the config's
+/// `evidence_quorum`, client state Evicted).
+pub const LAYOUT_VERSION: u32 = 5;
 /// Where `layout_version` (u32 LE) sits in every layout from version 2 on.
 pub const VERSION_OFFSET: usize = 92;
 /// Signer and p2p identity keys.
@@ -63,10 +64,10 @@ pub const HEADER_SIZE: usize = 96;
 pub const CONFIG_SIZE: usize = 112;
 /// checkpoint_hash, param_hash, due_hash, their three steps and 4 bytes of padding.
 pub const HASHES_SIZE: usize = 3 * PARAM_HASH_LEN + 16;
-pub const CLIENT_SIZE: usize = 120;
+pub const CLIENT_SIZE: usize = 152;
 pub const WITNESS_SIZE: usize = 784;
 pub const ROUND_SIZE: usize = 25_176;
-pub const STATE_SIZE: usize = 162_592;
+pub const STATE_SIZE: usize = 178_976;
 
 pub const CONFIG_OFFSET: usize = HEADER_SIZE;
 pub const REPO_OFFSET: usize = CONFIG_OFFSET + CONFIG_SIZE;

@@ -10,17 +10,17 @@
 //! code. `now >= 2^63` is `InvalidOperation`, as in `apply`; then a state of another layout
 //! version is `LayoutVersionMismatch` (also `apply`), before the operation's own checks.
 
-use crate::assignment::{batch_mask, for_each_batch, round_batch_size};
+use crate::assignment::{batch_for, batch_mask, for_each_batch, round_batch_size};
 use crate::bloom::{check_bloom_bytes, count_containing};
 use crate::committee::{
-    expected_witnesses, is_checkpointer, is_witness, param_quorum, witness_quorum,
+    expected_witnesses, is_checkpointer, is_verifier, is_witness, param_quorum, witness_quorum,
 };
 use crate::config::RunConfig;
 use crate::constants::*;
 use crate::error::CoordinatorError;
 use crate::shuffle::{sha256, u64_le};
 use crate::state::{
-    bit, popcount, zero, CheckpointKind, Client, ClientPhase, ClientState, CoordinatorState, Round,
+    bit, popcount, set_bit, zero, CheckpointKind, Client, ClientPhase, ClientState, CoordinatorState, Round,
     RunState,
 };
 
@@ -219,6 +219,7 @@ fn start_epoch(s: &mut CoordinatorState, now: u64) {
             since: step,
             presence: 0,
             sequences: 0,
+            accusers: [0; MAX_CLIENTS / 8],
         };
         zero(&mut s.pending[i]);
     }
@@ -342,8 +343,9 @@ fn credit_round(s: &mut CoordinatorState) {
             return; // never: a round's participants are clients of its epoch
         }
         let c = &mut clients[index];
+        // an evicted slot's points are forfeited, the batch it was accused over included;
         // each trainer's key is hashed once (count_containing), as trainer_score does
-        if trainer_score(cur, &c.signer) >= quorum {
+        if c.state != ClientState::Evicted as u8 && trainer_score(cur, &c.signer) >= quorum {
             c.sequences = c.sequences.saturating_add(batch.len());
         }
     });
@@ -544,6 +546,12 @@ pub fn join(
     if s.run_state() == RunState::Finished {
         return Err(E::RunFinished);
     }
+    if s
+        .client_index(signer)
+        .is_some_and(|i| s.clients[i].state == ClientState::Evicted as u8)
+    {
+        return Err(E::Evicted);
+    }
     if s.pending_index(signer).is_some() {
         return Err(E::AlreadyJoined);
     }
@@ -562,6 +570,7 @@ pub fn join(
             since: s.header.step,
             presence: 0,
             sequences: 0,
+            accusers: [0; MAX_CLIENTS / 8],
         };
         match s.client_index(signer) {
             // it left or was dropped this epoch: back at the queue's tail, in the same slot
@@ -604,6 +613,7 @@ pub fn join(
         since: 0,
         presence: 0,
         sequences: 0,
+        accusers: [0; MAX_CLIENTS / 8],
     };
     s.header.pending_len = (n + 1) as u16;
     Ok(())
@@ -933,6 +943,61 @@ pub fn health_check(
     Ok(())
 }
 
+/// An elected verifier of the round that trains `step` (this one or the one before) says the
+/// result that client `target` sent for it is bad. Once `evidence_quorum` distinct verifiers
+/// have, the target is Evicted: out of the epoch, its slot's unsettled points forfeited, its
+/// join for the next epoch removed; it cannot join again before the next epoch starts.
+pub fn evidence(
+    s: &mut CoordinatorState,
+    now: u64,
+    signer: &[u8],
+    index: u32,
+    step: u32,
+    target: u16,
+) -> Result {
+    in_round(s, now)?;
+    let index = sender(s, signer, index)?;
+    let cur = s.header.step;
+    let back = if step == cur {
+        Some(0)
+    } else if cur >= 1 && step == cur - 1 {
+        Some(1)
+    } else {
+        None
+    };
+    let rnd = match back.and_then(|k| s.round_back(k)) {
+        Some(rnd) if s.round_trains(rnd) => rnd,
+        _ => return Err(E::InvalidEvidence),
+    };
+    if is_verifier(rnd, s.config.verification_percent, index) != Some(true) {
+        return Err(E::NotAVerifier);
+    }
+    let target = target as usize;
+    if target >= s.clients().len() {
+        return Err(E::InvalidClientIndex);
+    }
+    if batch_for(&s.config, rnd, target).is_none() || !s.clients[target].is_healthy() {
+        return Err(E::InvalidEvidence);
+    }
+    if bit(&s.clients[target].accusers, index) {
+        return Err(E::AlreadyAccused);
+    }
+    let quorum = s.config.evidence_quorum as usize;
+    let c = &mut s.clients[target];
+    set_bit(&mut c.accusers, index);
+    if popcount(&c.accusers) >= quorum {
+        c.state = ClientState::Evicted as u8;
+        c.presence = 0;
+        c.sequences = 0;
+        // pending signers are unique (join refuses duplicates): at most one to remove
+        let signer = c.signer;
+        if let Some(p) = s.pending_index(&signer) {
+            remove_pending(s, p);
+        }
+    }
+    Ok(())
+}
+
 /// A checkpointer stored a snapshot of the agreed parameters at `repo` (its location in the
 /// run's store): recorded only when `(step, param_hash)` is the latest agreed pair or the
 /// snapshot point's (else `CheckpointHashMismatch`). A Cooldown snapshot of the epoch's final
@@ -1112,13 +1177,13 @@ mod tests {
         // state_hash(new_run("seed-test", RunConfig(), 1234567890123456789))
         assert_eq!(
             hex::encode(crate::state::state_hash(s)),
-            "f8a6e7f1f948e2aa5d63c423a35122f58004eb125d425b718be2fba129a3dfb2"
+            "4072bf2fee1dc24a7d76c968cb576992e3387386dbcdbbd85096e7a3285e9f00"
         );
         s.header.epoch = 7;
         s.header.step = 42;
         assert_eq!(
             hex::encode(crate::state::state_hash(s)),
-            "da647147f9c2913f40340a0650c1da9ba7d5bb8cc610ecdccbd085af1ad9eb14"
+            "6f17618bf5c3d14ca0014c9559b212eb9109cff6e2026734f780202387fa6fc3"
         );
         assert_eq!(round_seed(s, 1700000123), 13452663378481529829);
     }

@@ -33,11 +33,15 @@ pub enum CoordinatorError {
     SyncHashMismatch = 25,
     PointsUnsettled = 26,
     NothingToSettle = 27,
+    NotAVerifier = 28,
+    InvalidEvidence = 29,
+    AlreadyAccused = 30,
+    Evicted = 31,
 }
 
 impl CoordinatorError {
     /// Every code, in the order of `CoordinatorError.CODES`.
-    pub const ALL: [CoordinatorError; 28] = [
+    pub const ALL: [CoordinatorError; 32] = [
         Self::Halted,
         Self::InvalidRunState,
         Self::NotAClient,
@@ -66,6 +70,10 @@ impl CoordinatorError {
         Self::SyncHashMismatch,
         Self::PointsUnsettled,
         Self::NothingToSettle,
+        Self::NotAVerifier,
+        Self::InvalidEvidence,
+        Self::AlreadyAccused,
+        Self::Evicted,
     ];
 
     /// The stable name, as recorded in the conformance vectors.
@@ -99,6 +107,10 @@ impl CoordinatorError {
             Self::SyncHashMismatch => "SyncHashMismatch",
             Self::PointsUnsettled => "PointsUnsettled",
             Self::NothingToSettle => "NothingToSettle",
+            Self::NotAVerifier => "NotAVerifier",
+            Self::InvalidEvidence => "InvalidEvidence",
+            Self::AlreadyAccused => "AlreadyAccused",
+            Self::Evicted => "Evicted",
         }
     }
 

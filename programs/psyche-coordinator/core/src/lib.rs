@@ -35,7 +35,7 @@ pub use committee::{expected_witnesses, param_quorum, witness_quorum};
 pub use config::RunConfig;
 pub use constants::*;
 pub use coordinator::{
-    checkpoint, health_check, is_healthy, join, new_run, pause, resume, resync, round_seed, settle,
+    checkpoint, evidence, health_check, is_healthy, join, new_run, pause, resume, resync, round_seed, settle,
     synced, tick, tick_deadline, trainer_score, update, warmup_witness, withdraw, witness,
     CheckpointArgs,
 };

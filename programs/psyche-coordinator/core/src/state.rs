@@ -5,13 +5,13 @@
 //!                      epoch_start_data_index:u64 epoch:u32 step:u32 start_step:u32 last_step:u32
 //!                      rounds_head:u32 clients_len:u16 pending_len:u16 run_state:u8 first_round:u8
 //!                      pending_pause:u8 checkpoint_kind:u8 layout_version:u32
-//!   config   96..208   RunConfig (its last 4 bytes zero padding)
+//!   config   96..208   RunConfig (its last 2 bytes zero padding)
 //!   repo     208..336  checkpoint_repo[64] checkpoint_revision[64]
 //!   hashes   336..448  checkpoint_hash[32] param_hash[32] due_hash[32] checkpoint_step:u32
 //!                      param_step:u32 due_step:u32 _pad[4]
 //!   clients  448..     [Client; 256]  signer[32] p2p_identity[32] identity[32] state:u8
 //!                                     phase:u8 _pad[2] since:u32 presence:u64 sequences:u64
-//!                                     (120 each)
+//!                                     accusers[32] (152 each; bit i = client i, LSB first)
 //!   pending            [Client; 256]
 //!   rounds             [Round; 4]  height:u32 participant_count:u16 witnesses_len:u16
 //!                      data_index:u64 random_seed:u64 participants[32] warming[32]
@@ -91,6 +91,8 @@ pub enum ClientState {
     Dropped = 1,
     /// Left (disconnect, pause, or an epoch without witnesses).
     Withdrawn = 2,
+    /// Removed by a verifier quorum's evidence; cannot join again before the next epoch.
+    Evicted = 3,
 }
 
 /// Where a client stands in joining a live run: queued for a sync slot, replaying the applied
@@ -205,6 +207,9 @@ pub struct Client {
     pub presence: u64,
     /// Sequences trained and vouched for by a witness quorum, not yet settled.
     pub sequences: u64,
+    /// Bitmask over `clients` indices (bit i = byte i/8, bit i%8): the elected verifiers that
+    /// sent evidence against this client's results; zero whenever a join fills the slot.
+    pub accusers: [u8; MAX_CLIENTS / 8],
 }
 
 impl Client {
@@ -274,7 +279,7 @@ pub struct Round {
     pub witnesses: [Witness; MAX_WITNESSES],
 }
 
-/// The whole account: 162,592 bytes.
+/// The whole account: 178,976 bytes.
 // Pod requires Copy, so Clone is derived; nothing copies this by value (the core works
 // through &mut on the account bytes), so that generated method's frame is never used.
 #[allow(clippy::large_stack_frames)]
@@ -522,10 +527,10 @@ mod tests {
     fn struct_sizes_and_offsets_match_canonical_py() {
         assert_eq!(size_of::<StateHeader>(), 96);
         assert_eq!(size_of::<RunConfig>(), 112);
-        assert_eq!(size_of::<Client>(), 120);
+        assert_eq!(size_of::<Client>(), 152);
         assert_eq!(size_of::<Witness>(), 784);
         assert_eq!(size_of::<Round>(), 25176);
-        assert_eq!(size_of::<CoordinatorState>(), 162_592);
+        assert_eq!(size_of::<CoordinatorState>(), 178_976);
         // HEADER_FORMAT = "<32sQQQQIIIIIHHBBBBI"
         assert_eq!(offset_of!(StateHeader, run_seed), 32);
         assert_eq!(offset_of!(StateHeader, run_state_start), 40);
@@ -543,7 +548,7 @@ mod tests {
         assert_eq!(offset_of!(StateHeader, pending_pause), 90);
         assert_eq!(offset_of!(StateHeader, checkpoint_kind), 91);
         assert_eq!(offset_of!(StateHeader, layout_version), 92);
-        // CONFIG_FORMAT = "<QQQQQQIIIHHHHHHHHBBBBQQQI4x"
+        // CONFIG_FORMAT = "<QQQQQQIIIHHHHHHHHBBBBQQQIH2x"
         assert_eq!(offset_of!(RunConfig, total_steps), 48);
         assert_eq!(offset_of!(RunConfig, max_seq_len), 52);
         assert_eq!(offset_of!(RunConfig, checkpoint_interval), 56);
@@ -559,6 +564,7 @@ mod tests {
         assert_eq!(offset_of!(RunConfig, tokens_per_compute_point), 88);
         assert_eq!(offset_of!(RunConfig, points_cap), 96);
         assert_eq!(offset_of!(RunConfig, presence_points), 104);
+        assert_eq!(offset_of!(RunConfig, evidence_quorum), 108);
         // repo, then HASHES_FORMAT = "<32s32s32sIII4x"
         assert_eq!(offset_of!(CoordinatorState, checkpoint_repo), 208);
         assert_eq!(offset_of!(CoordinatorState, checkpoint_hash), 336);
@@ -568,13 +574,14 @@ mod tests {
         assert_eq!(offset_of!(CoordinatorState, param_step), 436);
         assert_eq!(offset_of!(CoordinatorState, due_step), 440);
         assert_eq!(offset_of!(CoordinatorState, clients), 448);
-        // CLIENT_FORMAT = "<32s32s32sBBxxIQQ"
+        // CLIENT_FORMAT = "<32s32s32sBBxxIQQ32s"
         assert_eq!(offset_of!(Client, identity), 64);
         assert_eq!(offset_of!(Client, state), 96);
         assert_eq!(offset_of!(Client, phase), 97);
         assert_eq!(offset_of!(Client, since), 100);
         assert_eq!(offset_of!(Client, presence), 104);
         assert_eq!(offset_of!(Client, sequences), 112);
+        assert_eq!(offset_of!(Client, accusers), 120);
         // ROUND_HEAD_FORMAT = "<IHHQQ32s32s", WITNESS_HEAD_FORMAT = "<H6x32s32s"
         assert_eq!(offset_of!(Round, participant_count), 4);
         assert_eq!(offset_of!(Round, witnesses_len), 6);
@@ -587,7 +594,7 @@ mod tests {
         assert_eq!(offset_of!(Witness, param_hash), 40);
         assert_eq!(offset_of!(Witness, participant_bloom), 72);
         assert_eq!(offset_of!(Witness, broadcast_bloom), 428);
-        assert_eq!(offset_of!(CoordinatorState, rounds), 61888);
+        assert_eq!(offset_of!(CoordinatorState, rounds), 78272);
     }
 
     #[test]

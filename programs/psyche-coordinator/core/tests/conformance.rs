@@ -49,6 +49,7 @@ fn op_args(op: &str) -> Option<(&'static [&'static str], &'static [&'static str]
             &[],
         ),
         "health_check" => (&["signer", "index", "targets"], &[]),
+        "evidence" => (&["signer", "index", "step", "target"], &[]),
         "checkpoint" => (
             &["signer", "index", "repo", "revision", "step", "param_hash"],
             &["revision"],
@@ -116,6 +117,12 @@ enum Args {
         signer: Vec<u8>,
         index: u32,
         targets: Vec<u16>,
+    },
+    Evidence {
+        signer: Vec<u8>,
+        index: u32,
+        step: u32,
+        target: u16,
     },
     Checkpoint {
         signer: Vec<u8>,
@@ -205,6 +212,7 @@ fn config_from_dict(d: &Map<String, Value>) -> Result<RunConfig, E> {
             "tokens_per_compute_point" => c.tokens_per_compute_point = x,
             "points_cap" => c.points_cap = x,
             "presence_points" => c.presence_points = x.try_into().map_err(|_| narrow)?,
+            "evidence_quorum" => c.evidence_quorum = x.try_into().map_err(|_| narrow)?,
             _ => return Err(E::InvalidConfig), // unknown field
         }
     }
@@ -273,6 +281,7 @@ fn decode_args(op: &str, args: &Value) -> Result<Args, E> {
     let mut ints = std::collections::BTreeMap::new();
     let mut texts = std::collections::BTreeMap::new();
     let mut targets = None;
+    let mut target = None;
     let mut config = None;
     let mut checkpoint = None;
     for (k, v) in args {
@@ -296,6 +305,10 @@ fn decode_args(op: &str, args: &Value) -> Result<Args, E> {
                 .map(|t| int_below(t, 1 << 16).map(|x| x as u16))
                 .collect();
             targets = Some(t.ok_or(E::InvalidOperation)?);
+        } else if k == "target" {
+            // a client index, u16 on the wire like health_check's targets
+            let x = int_below(v, 1 << 16).ok_or(E::InvalidOperation)?;
+            target = Some(x as u16);
         } else if k == "repo" || k == "revision" {
             let s = v.as_str().ok_or(E::InvalidOperation)?;
             texts.insert(k, s.as_bytes().to_vec());
@@ -337,6 +350,12 @@ fn decode_args(op: &str, args: &Value) -> Result<Args, E> {
             signer: b("signer"),
             index: i("index"),
             targets: targets.expect("targets"),
+        },
+        "evidence" => Args::Evidence {
+            signer: b("signer"),
+            index: i("index"),
+            step: i("step"),
+            target: target.expect("target"),
         },
         "checkpoint" => Args::Checkpoint {
             signer: b("signer"),
@@ -388,6 +407,12 @@ fn apply(s: &mut CoordinatorState, now: u64, args: &Args) -> Result<(), E> {
             index,
             targets,
         } => core_::health_check(s, now, signer, *index, targets),
+        Args::Evidence {
+            signer,
+            index,
+            step,
+            target,
+        } => core_::evidence(s, now, signer, *index, *step, *target),
         Args::Checkpoint {
             signer,
             index,

@@ -64,6 +64,7 @@ pub struct RunConfigParams {
     pub tokens_per_compute_point: u64,
     pub points_cap: u64,
     pub presence_points: u32,
+    pub evidence_quorum: u16,
 }
 
 #[warn(clippy::large_stack_frames)]
@@ -95,7 +96,8 @@ impl RunConfigParams {
             tokens_per_compute_point: self.tokens_per_compute_point,
             points_cap: self.points_cap,
             presence_points: self.presence_points,
-            _pad: [0; 4],
+            evidence_quorum: self.evidence_quorum,
+            _pad: [0; 2],
         }
     }
 
@@ -126,6 +128,7 @@ impl RunConfigParams {
             tokens_per_compute_point: c.tokens_per_compute_point,
             points_cap: c.points_cap,
             presence_points: c.presence_points,
+            evidence_quorum: c.evidence_quorum,
         }
     }
 }

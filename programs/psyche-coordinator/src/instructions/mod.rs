@@ -10,6 +10,7 @@
 #[allow(clippy::large_stack_frames)]
 pub mod authorize_joiner;
 pub mod checkpoint;
+pub mod evidence;
 pub mod free_coordinator;
 pub mod health_check;
 #[allow(clippy::large_stack_frames)]
