@@ -19,6 +19,7 @@ from psyche_client.client.actions import (
     StoreSnapshot,
     Train,
     Validate,
+    Verify,
 )
 from psyche_client.client.results import TrainingResult, dummy_payload
 from psyche_client.client.state_machine import ClientStateMachine
@@ -47,13 +48,14 @@ class Sim:
     """A server that applies operations then ticks, and clients that answer instantly."""
 
     def __init__(self, n, silent=(), config=CONFIG, can_store=(), forked=(), deaf=(),
-                 wrong=(), chained=False, liar=None, garbage=()):
+                 wrong=(), chained=False, liar=None, garbage=(), harmful=()):
         """`deaf`: (receiver, trainer) pairs whose results never arrive; `wrong`: (client,
         step) pairs whose Apply goes wrong (another parameter hash); `chained`: a parameter
         hash follows the results applied (not only the step); `liar`: a client that serves
         applied sets with a result left out; `garbage`: clients whose results carry 20 bytes
-        that are not the batch's result (signed and committed all the same)."""
-        self.garbage = set(garbage)
+        that are not the batch's result (signed and committed all the same); `harmful`: clients
+        whose results pass validation but fail the verifiers' loss-improvement test."""
+        self.garbage, self.harmful = set(garbage), set(harmful)
         self.chained, self.liar, self.hashes = chained, liar, {}
         self.ids, self.sms = [], []
         self.can_store = set(can_store)
@@ -179,6 +181,9 @@ class Sim:
                         payload = hashlib.sha256(payload).digest()[:20]
                     result = TrainingResult.create(self.ids[who], step, batch, payload)
                     queue += [(who, a) for a in sm.trained(step, result)]
+                case Verify(step, r, _):
+                    bad = r.trainer in {self.ids[k].public for k in self.harmful}
+                    queue += [(who, a) for a in sm.verified(step, r, bad, "sim")]
                 case Validate(r):  # what DummyTrainer.validate checks
                     ok = r.payload == dummy_payload("sim", r.step, r.batch)
                     why = "" if ok else "not the batch's simulated result"

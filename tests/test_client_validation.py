@@ -93,3 +93,22 @@ def test_a_copied_result_is_refused_by_the_state_machine():
     assert "a copy: the payload of" in sm.invalid[step][batch_b]
     # the copier delivered something: a witness does not wait for it before vouching
     assert sm._decided(step, batch_b)
+
+
+def test_verifiers_report_a_harmful_trainer_and_a_quorum_of_them_evicts_it():
+    """Results that pass validation but fail the loss-improvement test: the elected verifiers
+    that judge them send evidence, and once `evidence_quorum` distinct verifiers did, the
+    trainer is Evicted; no honest trainer is ever reported."""
+    config = replace(LONG, verification_percent=25, evidence_quorum=2, init_min_clients=8,
+                     epoch_time=200, total_steps=60)
+    sim = Sim(8, config=config, harmful={7})
+    bad = sim.ids[7].public
+    sim.run(lambda s: s.client_index(bad) is not None
+            and s.clients[s.client_index(bad)].state != ClientState.Healthy, limit=2000)
+    st = sim.state
+    assert st.clients[st.client_index(bad)].state == ClientState.Evicted
+    assert all(c.state == ClientState.Healthy for c in st.clients if c.signer != bad)
+    evidence = [(who, args) for who, op, args in sim.sent_args if op == "evidence"]
+    assert len({who for who, _ in evidence}) >= 2
+    assert all(st.clients[a["target"]].signer == bad for _, a in evidence)
+    assert not [r for r in sim.rejected if r[1] == "evidence"]

@@ -70,6 +70,16 @@ class Validate:
 
 
 @dataclass(frozen=True)
+class Verify:
+    """An elected verifier judges a peer's result of `step` with the loss-improvement test
+    (against `compare`, another batch of the round), in the worker after the applies asked for
+    before it, and calls verified(step, result, bad, detail)."""
+    step: int
+    result: TrainingResult
+    compare: BatchId
+
+
+@dataclass(frozen=True)
 class Train:
     """Train the batch, then call trained(step, result)."""
     step: int
@@ -118,4 +128,4 @@ class Log:
 
 
 Action = (Send | Prepare | LoadBase | ResetToBase | FetchApplied | FetchResults | Apply | Validate
-          | Train | Evaluate | Snapshot | StoreSnapshot | PruneSnapshots | Publish | Log)
+          | Verify | Train | Evaluate | Snapshot | StoreSnapshot | PruneSnapshots | Publish | Log)

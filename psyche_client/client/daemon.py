@@ -30,6 +30,7 @@ from .actions import (
     StoreSnapshot,
     Train,
     Validate,
+    Verify,
 )
 from .leaving import RunIsFull, withdraw
 from .results import TrainingResult
@@ -112,6 +113,8 @@ class ClientDaemon:
                     self._spawn(self._apply(step, results))
                 case Validate(result):
                     self._spawn(self._validate(result))
+                case Verify(step, result, compare):
+                    self._spawn(self._verify(step, result, compare))
                 case LoadBase():
                     self._spawn(self._base("load_base", self.sm.state))
                 case ResetToBase():
@@ -174,6 +177,12 @@ class ClientDaemon:
             except Exception as e:  # a result the check cannot handle is not vouched for
                 why = f"validation failed: {type(e).__name__}: {e}"
         self._run(self.sm.validated(result, why, fingerprint))
+
+    async def _verify(self, step, result, compare):
+        got = await self._guard(f"verifying a result of step {step}",
+                                self._in_worker(self.trainer.verify, step, result, compare))
+        if got is not None:
+            self._run(self.sm.verified(step, result, *got))
 
     async def _base(self, how, *args):
         """Load (or put back) the base a syncing client replays from, in the worker: after the

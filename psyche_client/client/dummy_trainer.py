@@ -51,6 +51,10 @@ class DummyTrainer:
             return "not the batch's simulated result", None
         return "", None
 
+    def verify(self, step: int, result, compare) -> tuple:
+        # a simulated result that passed validation is the batch's own: nothing more to judge
+        return False, "simulated"
+
     def apply(self, step: int, results: list) -> str:
         return self._params(step + 2)  # the parameters that train step + 2
 

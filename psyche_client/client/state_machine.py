@@ -45,6 +45,7 @@ from .consensus import round_consensus
 from .copies import SeenPayloads
 from .results import TrainingResult, merkle_root
 from .sync import Sync
+from .verifying import Verifying
 
 # run states in which no round ends: the slots' points are final until the next epoch
 SETTLE_STATES = (RunState.Cooldown, RunState.WaitingForMembers, RunState.Paused, RunState.Finished)
@@ -68,6 +69,7 @@ class ClientStateMachine:
         self.invalid = {}  # step -> {BatchId: why}: its trainer delivered a result not vouched for
         self.validating = set()  # commitments of results being validated
         self.seen = SeenPayloads()  # the valid results' payloads: copies of them are refused
+        self.verifying = Verifying(signer)  # an elected verifier's verdicts and evidence
         self.early = {}  # step -> [TrainingResult] received before we saw that round
         self.join_in_flight = False
         self.prepared = set()  # epochs whose model is ready
@@ -137,6 +139,7 @@ class ClientStateMachine:
             for s in [s for s in d if s < oldest]:
                 del d[s]
         self.seen.forget(oldest)
+        self.verifying.forget(oldest)
         return acts
 
     def _accept(self, r: TrainingResult) -> list[Action]:
@@ -172,7 +175,16 @@ class ClientStateMachine:
             return self._reject(r, why) + self._witness()
         self.seen.add(r.step, r.payload, fingerprint, r.trainer)
         self.results.setdefault(r.step, {})[r.batch] = r
-        return self._witness()
+        return self._witness() + self._judge()
+
+    def _judge(self) -> list[Action]:
+        """An elected verifier's Verify of its assigned result, once that is here and valid."""
+        return self.verifying.due(self.state, self.my_index(), self.my_phase(), self.results)
+
+    def verified(self, step: int, result: TrainingResult, bad: bool, detail: str
+                 ) -> list[Action]:
+        """The loss-improvement test of a result this client verified is done."""
+        return self.verifying.verdict(self.state, self.my_index(), step, result, bad, detail)
 
     def _reject(self, r, why) -> list[Action]:
         key = r.trainer.hex()
@@ -221,6 +233,7 @@ class ClientStateMachine:
             if phase.trains:  # a rejoined client's slot may keep the round's bit: not its batch
                 acts += self._train(me)
                 acts += self._health_checks(me)
+        acts += self._judge()  # after the applies above: it judges with this step's parameters
         if (phase is not None and phase.trains and st.run_state == RunState.Cooldown
                 and st.epoch not in self.evaluated):
             self.evaluated.add(st.epoch)
@@ -310,6 +323,9 @@ class ClientStateMachine:
             self.warmup_sent.discard(self.state.epoch)
         elif op == "checkpoint":
             return self.checkpointing.answered(code, args)
+        elif op == "evidence" and code is None:
+            return [Log(f"sent evidence against client {args['target']} for step "
+                        f"{args['step']}")]
         elif op == "settle" and code == "Unreachable":
             self.settle_sent = {k for k in self.settle_sent if k[0] != args["index"]}
         return []

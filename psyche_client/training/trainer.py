@@ -339,6 +339,41 @@ class DistroTrainer:
             return str(e), None
         return "", fingerprint(params)
 
+    def verify(self, step: int, result, compare) -> tuple:
+        """The loss-improvement test of a peer's result (Templar's Gauntlet, adapted): apply it
+        alone to the parameters this client trains `step` with, and measure how much the loss
+        falls on the batch it was trained on and on `compare`, another batch of the round. An
+        honest update helps its own batch, and more than data it never saw. Returns (bad, what
+        was measured): bad when it makes its own batch's loss worse and does no better there
+        than on the other batch (noise, a flipped sign). Copies and replays, which help every
+        batch alike, are the validation's to catch. The parameters are put back bit-exactly."""
+        peer = peer_result_from_training_result(result, layout=self.layout)
+        batches = [result.batch, compare]
+        tokens = [torch.from_numpy(np.ascontiguousarray(self.provider.get_samples(b.start, b.end)))
+                  .to(self.device) for b in batches]
+        saved = [p.detach().clone() for p in self.model.parameters()]
+        self.model.eval()
+        try:
+            before = [self._mean_loss(t) for t in tokens]
+            self.optimizer.apply_results([peer], self._lr(step))
+            after = [self._mean_loss(t) for t in tokens]
+        finally:
+            with torch.no_grad():
+                for p, b in zip(self.model.parameters(), saved):
+                    p.copy_(b)
+        own, other = before[0] - after[0], before[1] - after[1]
+        bad = own < 0 and own <= other
+        detail = (f"loss change on its batch {-own:+.4f}, on {compare} {-other:+.4f}")
+        self.metrics.write(event="verify", step=step, trainer=result.trainer.hex(),
+                           own_gain=own, other_gain=other, bad=bad)
+        return bad, detail
+
+    @torch.no_grad()
+    def _mean_loss(self, tokens) -> float:
+        losses = [self.model(input_ids=m, labels=m).loss.item() * len(m)
+                  for m in torch.split(tokens, self.micro_batch_size)]
+        return sum(losses) / len(tokens)
+
     def apply(self, step: int, results: list) -> str:
         """Apply a round's results; returns the parameter hash after them. A result that does
         not decode is left out, by every client alike (the decoder is deterministic): no
