@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from psyche_client.client.copies import NEAR_COPY, SeenPayloads, overlap
+from psyche_client.client.copies import DIGEST_ROUNDS, NEAR_COPY, SeenPayloads, overlap
 from psyche_client.client.results import TrainingResult, dummy_payload
 from psyche_client.client.state_machine import ClientStateMachine
 from psyche_coordinator_core import ClientState, RunState
@@ -58,8 +58,10 @@ def test_copies_and_replays_are_refused_and_the_original_kept():
     assert seen.copy_of(7, b"original", None).startswith("the payload of 61616161")
     assert "step 7" in seen.copy_of(8, b"original", None)  # last round's, sent again
     assert seen.copy_of(8, b"something new", None) == ""
-    seen.forget(8)
-    assert seen.copy_of(8, b"original", None) == ""  # too old to compare: verification's job
+    seen.forget(7 + DIGEST_ROUNDS - 1)
+    assert "step 7" in seen.copy_of(7 + DIGEST_ROUNDS - 1, b"original", None)
+    seen.forget(7 + DIGEST_ROUNDS)
+    assert seen.copy_of(7 + DIGEST_ROUNDS, b"original", None) == ""  # too old to remember
     # near copies: the same indices in most sampled chunks, whatever the bytes
     fp = np.arange(100, dtype=np.uint64)
     near = fp.copy()

@@ -138,7 +138,7 @@ class ClientStateMachine:
         for d in (self.assignments, self.results, self.invalid, self.early):
             for s in [s for s in d if s < oldest]:
                 del d[s]
-        self.seen.forget(oldest)
+        self.seen.forget(st.step)
         self.verifying.forget(oldest)
         return acts
 
