@@ -76,7 +76,10 @@ def make_run(args, data: Path, clip: float):
         min_clients=2, init_min_clients=args.clients, max_clients=args.clients, witness_nodes=0,
         global_batch_size_start=args.clients * args.batch,
         global_batch_size_end=args.clients * args.batch,
-        waiting_for_members_extra_time=1).validate()
+        waiting_for_members_extra_time=1, verification_percent=args.verification_percent,
+        # strangers may join mid-epoch (a Sybil does): one syncing at a time, 2 warm-up rounds
+        max_syncing=1, sync_warmup_rounds=2, kept_rounds=args.steps + 8,
+        evidence_quorum=args.evidence_quorum).validate()
     spec = RunSpec.from_dict({
         "model": dict(vocab_size=256, hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=4,
                       intermediate_size=256, max_seq_len=args.seq_len),
@@ -143,6 +146,7 @@ def summarize(sim: Sim, adversaries: dict) -> dict:
             attacked.setdefault(step, []).append(key)
         elif not p.adversary:
             honest_pub.setdefault(step, []).append(key)
+    lies = set().union(*(getattr(a, "lies", set()) for a in adversaries.values()))
     asked = included = 0
     honest_missing = set()
     applied_steps = set()
@@ -180,7 +184,12 @@ def summarize(sim: Sim, adversaries: dict) -> dict:
         "steps_applied": len(applied_steps),
         "attacked_results": sum(len(v) for v in attacked.values()),
         "attacked_results_in_honest_applies": included,
-        "detection_rate": round(1 - included / asked, 4) if asked else None,
+        # payload attacks: attacked results kept out of every honest apply; witness attacks:
+        # lies kept out of the agreed parameter hashes
+        "detection_rate": (round(1 - included / asked, 4) if asked else
+                           round(1 - len(lies & sim.agreed) / len(lies), 4) if lies else None),
+        "witness_lies": len(lies),
+        "sybils": sim.sybils,
         "rounds_until_removed": rounds_removed,
         "adversaries_removed_at_step": removed,
         "honest_results_rejected": len(honest_missing),
@@ -210,6 +219,11 @@ def main(argv=None) -> int:
     ap.add_argument("--clip", type=float, default=None,
                     help="optimizer.clip of the attack runs and the clipped honest run "
                          "(default: the run spec's default, or 2 when that is 0)")
+    ap.add_argument("--verification-percent", type=int, default=25,
+                    help="share of each round's clients elected to verify (default 25: 2 of 8)")
+    ap.add_argument("--evidence-quorum", type=int, default=3,
+                    help="distinct verifiers whose evidence evicts a client (default 3: more "
+                         "than the 2 adversaries, so they cannot evict an honest client)")
     ap.add_argument("--batch", type=int, default=4, help="sequences per client per step")
     ap.add_argument("--seq-len", type=int, default=64)
     ap.add_argument("--lr", type=float, default=0.01)

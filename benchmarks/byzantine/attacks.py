@@ -17,13 +17,19 @@ Payload attacks (names as `--attacks` takes them):
   zeros      every value 0 (a free-rider: dilutes the mean)
   copy       another client's payload of the same step (an honest peer's, the lowest index that
              has published), re-signed for its own batch
-  replay     its own payload of the previous round, re-signed for this step (its first round: the
-             honest payload, not counted as an attack)
+  replay     the payload it published in the previous round, sent again re-signed for this step
+             (its first round: the honest payload, not counted as an attack)
   malformed  20 random bytes
   nan        valid structure, every value NaN, +Inf or -Inf (fp32 or bf16 bit patterns; needs a
              config whose values are floats, not 1-bit signs)
   oversize   MAX_PAYLOAD_BYTES + 1 zero bytes: over the decoder's size limit (one shared buffer
              of calloc'd pages, so it costs no memory; hashing it costs ~1 s per check)
+
+Witness attacks:
+
+  lying_witness  honest results; every witness it sends commits a random parameter hash
+
+And `sybil`: sign_flip, and each time it is removed it joins again with a fresh key.
 """
 
 from __future__ import annotations
@@ -156,10 +162,16 @@ class Copy(Attack):
 
 
 class Replay(Attack):
+    """Sends again the payload it published last round (its first round: the honest one)."""
     name = "replay"
 
+    def __init__(self, seed: int):
+        super().__init__(seed)
+        self.sent = None
+
     def payload(self, honest, ctx):
-        return ctx["previous"]
+        replayed, self.sent = self.sent, self.sent or honest
+        return replayed
 
 
 class Malformed(Attack):
@@ -199,5 +211,28 @@ class Oversize(Attack):
         return _OVERSIZE
 
 
+class LyingWitness(Attack):
+    """Trains honestly; as a witness commits a parameter hash of its own making. Kept out when no
+    lie ever becomes the agreed hash (a strict majority of witnesses must commit one hash)."""
+    name = "lying_witness"
+
+    def __init__(self, seed: int):
+        super().__init__(seed)
+        self.lies = set()
+
+    def witness(self, args, ctx):
+        lie = self.rng.randbytes(32)
+        self.lies.add(lie)
+        return {**args, "param_hash": lie}
+
+
+class Sybil(SignFlip):
+    """A sign-flipping adversary that, once removed, joins again at once with a fresh key (the
+    harness makes the new client): what limits it is the join queue and sync (no result counts
+    before it is Active), the verifiers' evidence again, and the points its slots forfeit."""
+    name = "sybil"
+    sybil = True
+
+
 ATTACKS = {a.name: a for a in (Noise, SignFlip, Scale100, Flip100, Zeros, Copy, Replay,
-                               Malformed, NanInf, Oversize)}
+                               Malformed, NanInf, Oversize, LyingWitness, Sybil)}

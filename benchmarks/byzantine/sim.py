@@ -3,13 +3,13 @@ DistroTrainer per client, and a synchronous, deterministic shell in the daemon's
 
 The shell does what `psyche_client/client/daemon.py`'s `_run` does for every action, but at once
 and in order: Send applies the operation to the core at the simulated time (the new state goes to
-every machine, the answer to the sender's `op_finished`); Prepare, Train, Apply, Evaluate and
-Snapshot call the client's trainer; Publish hands the result to every other client's `on_result`
-(the network: everyone gets everything, instantly); LoadBase, ResetToBase, FetchApplied and
-FetchResults are served from the peers' machines and trainers. Adversaries' Train actions run
-after everything else queued (they are the slowest clients), so an attack can see the round's
-honest results. The clock only moves when nothing is left to do: to the core's next deadline
-(`tick_deadline`), where a tick is sent and every machine's timer runs.
+every machine, the answer to the sender's `op_finished`); Prepare, Train, Apply, Validate,
+Verify, Evaluate and Snapshot call the client's trainer; Publish hands the result to every other
+client's `on_result` (the network: everyone gets everything, instantly); LoadBase, ResetToBase,
+FetchApplied and FetchResults are served from the peers' machines and trainers. Adversaries'
+Train actions run after everything else queued (they are the slowest clients), so an attack can
+see the round's honest results. The clock only moves when nothing is left to do: to the core's
+next deadline (`tick_deadline`), where a tick is sent and every machine's timer runs.
 
 What it records: every result published (by whom, whether an attack changed it), every set each
 client was asked to apply, the first step at which each client's slot stopped being Healthy, the
@@ -88,21 +88,27 @@ class Sim:
         self.applies = []  # (client index, step, [trainer keys]) in order asked
         self.payloads = {}  # step -> {client index: payload} of honest results published
         self.heldout = {}  # client index -> [(step, loss)]
+        self.agreed = set()  # every parameter hash the coordinator recorded as agreed
         self.failure = None
         self.adversary_failures = []  # applies that raised on an adversary (its own problem)
-        self.clients = []
+        self.run_id, self.clients, self.by_key = run_id, [], {}
+        self.sybils = 0  # fresh-key clients that came back for removed adversaries
         for k in range(config.init_min_clients):
-            ident = Identity(hashlib.sha256(b"byzantine/client/%d" % k).digest())
-            trainer = DistroTrainer(spec, run_id, ident, log=lambda s: None,
-                                    metrics=_Recorder(self.heldout.setdefault(k, [])),
-                                    micro_batch_size=8)
-            c = Client(k, ident, ClientStateMachine(ident.public, ident.public), trainer,
-                       adversaries.get(k))
-            self.clients.append(c)
-        self.by_key = {c.identity.public: c for c in self.clients}
+            self._new_client(adversaries.get(k))
         for c in self.clients:
             self._do(c, c.sm.on_state(self.state, self.t))
         self._drain()
+
+    def _new_client(self, attack) -> Client:
+        k = len(self.clients)
+        ident = Identity(hashlib.sha256(b"byzantine/client/%d" % k).digest())
+        trainer = DistroTrainer(self.spec, self.run_id, ident, log=lambda s: None,
+                                metrics=_Recorder(self.heldout.setdefault(k, [])),
+                                micro_batch_size=8)
+        c = Client(k, ident, ClientStateMachine(ident.public, ident.public), trainer, attack)
+        self.clients.append(c)
+        self.by_key[ident.public] = c
+        return c
 
     # ------------------------------------------------------------------ the daemon's role
     def _do(self, c: Client, actions) -> None:
@@ -121,12 +127,19 @@ class Sim:
         if nxt is self.state:
             return
         self.state = nxt
+        self.agreed.add(nxt.param_hash)
         for i, slot in enumerate(nxt.clients):
             c = self.by_key.get(slot.signer)
             if c is not None and slot.state != ClientState.Healthy and c.removed_at is None:
                 c.removed_at = nxt.step
                 self.log(f"step {nxt.step}: client {c.index} "
                          f"{'(adversary) ' if c.attack else ''}is {slot.state.name}")
+                if c.attack is not None and getattr(c.attack, "sybil", False):
+                    # a Sybil: the same adversary comes back at once with a fresh key
+                    fresh = self._new_client(type(c.attack)(seed=2000 + len(self.clients)))
+                    self.sybils += 1
+                    self.log(f"step {nxt.step}: client {c.index} comes back as client "
+                             f"{fresh.index} with a fresh key")
         for c in self.clients:
             self._do(c, c.sm.on_state(nxt, self.t))
 
@@ -152,6 +165,12 @@ class Sim:
                 return self._train(c, step, batch)
             case A.Apply(step, results):
                 return self._apply(c, step, results)
+            case A.Validate(result):  # the daemon's validation thread, at once here
+                why, fingerprint = tr.validate(result)
+                return sm.validated(result, why, fingerprint)
+            case A.Verify(step, result, compare):  # an elected verifier's loss-improvement test
+                bad, detail = tr.verify(step, result, compare)
+                return sm.verified(step, result, bad, detail)
             case A.Publish(result):
                 for other in self.clients:
                     if other is not c:
