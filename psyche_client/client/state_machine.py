@@ -178,8 +178,9 @@ class ClientStateMachine:
         return self._witness() + self._judge()
 
     def _judge(self) -> list[Action]:
-        """An elected verifier's Verify of its assigned result, once that is here and valid."""
-        return self.verifying.due(self.state, self.my_index(), self.my_phase(), self.results)
+        """An elected verifier's Verify of each result of its sample, once it is here and valid."""
+        return self.verifying.due(self.state, self.my_index(), self.my_phase(), self.assignments,
+                                  self.results)
 
     def verified(self, step: int, result: TrainingResult, bad: bool, detail: str
                  ) -> list[Action]:

@@ -4,15 +4,14 @@ gives it and the next SAMPLE - 1 in the round's batch order) with the loss-impro
 (DistroTrainer.verify), each against another batch of the same round picked by the round's seed.
 A result judged bad is reported with an `evidence` operation while its round is the current or
 the previous one; the coordinator removes a trainer once `evidence_quorum` distinct verifiers
-reported it. Results the validation refused need no
-verdict: nobody vouches for them, and the health checks remove their trainers."""
+reported it. Results the validation refused need no verdict: nobody vouches for them, and the
+health checks remove their trainers."""
 
 from psyche_coordinator_core import (
     ClientPhase,
     Committee,
     RoundCommittee,
     RunState,
-    assign_batches,
     assign_verifications,
 )
 
@@ -26,35 +25,47 @@ SAMPLE = 3
 class Verifying:
     def __init__(self, signer: bytes):
         self.signer = signer
+        self.plans = {}  # step -> [(batch, compare)] this client judges, [] when not a verifier
         self.asked = set()  # (step, batch) whose verdict was asked for
 
-    def due(self, st, me, phase, results: dict) -> list[Action]:
-        """Verify actions for the current round's assigned result, once it is here and valid."""
-        if (me is None or phase != ClientPhase.Active or not st.config.verification_percent
-                or st.run_state not in (RunState.RoundTrain, RunState.RoundWitness)):
-            return []
+    def _plan(self, st, me, assigned: dict) -> list:
+        """The seeded sample of the current round this client judges, each with the batch it is
+        compared against: the batch assign_verifications gives it, then the next SAMPLE - 1 in
+        the round's batch order. Worked out once per round (the election costs hashes)."""
         rnd = st.current_round
-        if not st.round_trains(rnd):
-            return []
         committee = RoundCommittee(rnd, st.config.witness_nodes, st.config.verification_percent)
         if committee.committee(me) != Committee.Verifier:
             return []
-        step = st.round_step(rnd)
-        batches = sorted(assign_batches(st.config, rnd, committee).values())
-        assigned = assign_verifications(st.config, rnd, committee).get(me)
-        if assigned is None or len(batches) < 2:
+        batches = sorted(assigned.values())
+        mine = assign_verifications(st.config, rnd, committee).get(me)
+        if mine is None or len(batches) < 2:
             return []
-        # the seeded sample: the assigned batch, then the ones after it in the round's order
-        first = batches.index(assigned)
-        sample = [batches[(first + j) % len(batches)] for j in range(min(SAMPLE, len(batches)))]
+        first = batches.index(mine)
+        plan = []
+        for j in range(min(SAMPLE, len(batches))):
+            target = batches[(first + j) % len(batches)]
+            others = [b for b in batches if b != target]
+            plan.append((target, others[(rnd.random_seed + me) % len(others)]))
+        return plan
+
+    def due(self, st, me, phase, assignments: dict, results: dict) -> list[Action]:
+        """Verify actions for the current round's sample, for each result once it is here and
+        valid. `assignments`: {step: {client index: batch}} of the rounds (the machine's)."""
+        if (me is None or phase != ClientPhase.Active or not st.config.verification_percent
+                or st.run_state not in (RunState.RoundTrain, RunState.RoundWitness)
+                or not st.round_trains(st.current_round)):
+            return []
+        step = st.round_step(st.current_round)
+        if step not in assignments:
+            return []
+        if step not in self.plans:
+            self.plans[step] = self._plan(st, me, assignments[step])
         out = []
-        for target in sample:
+        for target, compare in self.plans[step]:
             result = results.get(step, {}).get(target)
             if result is None or (step, target) in self.asked or self._accused(st, me, result):
                 continue
             self.asked.add((step, target))
-            others = [b for b in batches if b != target]
-            compare = others[(rnd.random_seed + me) % len(others)]
             out.append(Verify(step, result, compare))
         return out
 
@@ -80,3 +91,4 @@ class Verifying:
 
     def forget(self, before: int) -> None:
         self.asked = {k for k in self.asked if k[0] >= before}
+        self.plans = {s: p for s, p in self.plans.items() if s >= before}
