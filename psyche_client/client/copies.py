@@ -30,6 +30,7 @@ class SeenPayloads:
     def __init__(self):
         self.digests = {}  # payload SHA-256 -> (step, trainer hex) of its first valid result
         self.prints = {}  # step -> [(fingerprint, trainer hex)]
+        self.forgot_for = None  # the step the last forget was for: once per step is enough
 
     @staticmethod
     def _when(s: int, step: int) -> str:
@@ -53,6 +54,9 @@ class SeenPayloads:
 
     def forget(self, step: int) -> None:
         """Drop what is too old to compare with the results of `step`."""
+        if step == self.forgot_for:
+            return
+        self.forgot_for = step
         self.digests = {d: v for d, v in self.digests.items() if v[0] > step - DIGEST_ROUNDS}
         for s in [s for s in self.prints if s < step - NEAR_ROUNDS]:
             del self.prints[s]
