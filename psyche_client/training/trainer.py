@@ -33,7 +33,7 @@ from ..data.local import LocalDataProvider
 from ..data.tcp import TcpDataProvider
 from .distro import DistroOptimizer
 from .errors import ModelUnavailable
-from .heldout import heldout_loss
+from .heldout import heldout_loss, mean_loss
 from .model import (
     build_model,
     load_model_code,
@@ -352,11 +352,10 @@ class DistroTrainer:
         tokens = [torch.from_numpy(np.ascontiguousarray(self.provider.get_samples(b.start, b.end)))
                   .to(self.device) for b in batches]
         saved = [p.detach().clone() for p in self.model.parameters()]
-        self.model.eval()
         try:
-            before = [self._mean_loss(t) for t in tokens]
+            before = [mean_loss(self.model, t, self.micro_batch_size) for t in tokens]
             self.optimizer.apply_results([peer], self._lr(step))
-            after = [self._mean_loss(t) for t in tokens]
+            after = [mean_loss(self.model, t, self.micro_batch_size) for t in tokens]
         finally:
             with torch.no_grad():
                 for p, b in zip(self.model.parameters(), saved):
@@ -367,12 +366,6 @@ class DistroTrainer:
         self.metrics.write(event="verify", step=step, trainer=result.trainer.hex(),
                            own_gain=own, other_gain=other, bad=bad)
         return bad, detail
-
-    @torch.no_grad()
-    def _mean_loss(self, tokens) -> float:
-        losses = [self.model(input_ids=m, labels=m).loss.item() * len(m)
-                  for m in torch.split(tokens, self.micro_batch_size)]
-        return sum(losses) / len(tokens)
 
     def apply(self, step: int, results: list) -> str:
         """Apply a round's results; returns the parameter hash after them. A result that does
