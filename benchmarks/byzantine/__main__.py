@@ -12,9 +12,10 @@ and a `DistroTrainer` per client, and a synchronous shell in the daemon's place 
 published result to every other client (sim.py). An adversary trains honestly and then publishes
 what its attack makes of the payload, signed with its own key for its own batch (attacks.py).
 
-Runs, in order: honest with clip off and honest with --clip (the cost of robust aggregation:
-`robust_aggregation_honest_loss_ratio` = held-out loss with the clip / without), then one run
-per attack with --clip. Measured per attack:
+Runs, in order: honest with the plain mean (clip and screen off) and honest with robust
+aggregation (--clip, and the apply-time screen unless --no-screen): the cost of robust
+aggregation, `robust_aggregation_honest_loss_ratio` = held-out loss robust / plain; then one run
+per attack with robust aggregation. Measured per attack:
   detection_rate           share of the attacked results (published by adversaries, changed by
                            the attack) that honest clients' applies left out
   rounds_until_removed     steps from the first attacked step until every adversary's slot was
@@ -66,7 +67,7 @@ def make_data(root: Path) -> Path:
     return root
 
 
-def make_run(args, data: Path, clip: float):
+def make_run(args, data: Path, clip: float, screen: bool):
     from psyche_client.training.spec import RunSpec
     from psyche_coordinator_core import RunConfig
 
@@ -84,7 +85,8 @@ def make_run(args, data: Path, clip: float):
         "model": dict(vocab_size=256, hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=4,
                       intermediate_size=256, max_seq_len=args.seq_len),
         "optimizer": dict(kind="distro", lr=args.lr, warmup_steps=args.warmup, chunk=64,
-                          topk=args.topk, quantize_1bit=False, clip=clip),
+                          topk=args.topk, quantize_1bit=False, clip=clip,
+                          screen=screen),
         "data": dict(kind="local", dir=str(data / "train"), token_size=2,
                      shuffle_seed="5e" * 32, heldout_dir=str(data / "heldout"),
                      heldout_sequences=32),
@@ -92,17 +94,17 @@ def make_run(args, data: Path, clip: float):
     return config, spec
 
 
-def one_run(args, data, clip, attack_name=None) -> dict:
+def one_run(args, data, clip, attack_name=None, screen=True) -> dict:
     from psyche_client.training.model import parameter_hash
 
-    config, spec = make_run(args, data, clip)
+    config, spec = make_run(args, data, clip, screen)
     adversaries = {}
     if attack_name:
         cls = ATTACKS[attack_name]
         # the last clients are the adversaries
         adversaries = {k: cls(seed=1000 + k)
                        for k in range(args.clients - args.adversaries, args.clients)}
-    label = attack_name or f"honest (clip {clip:g})"
+    label = attack_name or f"honest (clip {clip:g}, screen {'on' if screen else 'off'})"
     started = time.time()
 
     def progress(step, elapsed):
@@ -120,7 +122,8 @@ def one_run(args, data, clip, attack_name=None) -> dict:
     except Exception as e:  # anything else the attack broke: recorded, next attack
         outcome = f"harness error: {type(e).__name__}: {str(e)[:200]}"
     row = summarize(sim, adversaries) if sim is not None else {}
-    row.update(outcome=outcome, clip=clip, wall_s=round(time.time() - started, 1))
+    row.update(outcome=outcome, clip=clip, screen=screen,
+               wall_s=round(time.time() - started, 1))
     if outcome != "finished":  # the last held-out loss taken is not the run's final one
         row["last_heldout_step"] = row.pop("final_heldout_step", None)
         row["last_heldout_loss"] = row.pop("final_heldout_loss", None)
@@ -219,6 +222,9 @@ def main(argv=None) -> int:
     ap.add_argument("--clip", type=float, default=None,
                     help="optimizer.clip of the attack runs and the clipped honest run "
                          "(default: the run spec's default, or 2 when that is 0)")
+    ap.add_argument("--no-screen", action="store_true",
+                    help="turn the apply-time screen (optimizer.screen) off in the attack runs "
+                         "and the robust honest run (default: on)")
     ap.add_argument("--verification-percent", type=int, default=25,
                     help="share of each round's clients elected to verify (default 25: 2 of 8)")
     ap.add_argument("--evidence-quorum", type=int, default=3,
@@ -234,7 +240,7 @@ def main(argv=None) -> int:
     ap.add_argument("--data-dir", type=Path, default=DATA,
                     help=f"token files, built here once (default {DATA})")
     ap.add_argument("--no-baseline", action="store_true",
-                    help="skip the clip-off honest run (no robust_aggregation ratio)")
+                    help="skip the plain-mean honest run (no robust_aggregation ratio)")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
     names = [a for a in args.attacks.split(",") if a and a != "none"]
@@ -256,18 +262,18 @@ def main(argv=None) -> int:
           f"{', '.join(names) or 'none'}", flush=True)
     honest = {}
     if not args.no_baseline:
-        honest["clip_off"] = one_run(args, data, 0.0)
-    honest["clip_on"] = one_run(args, data, clip)
+        honest["plain"] = one_run(args, data, 0.0, screen=False)
+    honest["robust"] = one_run(args, data, clip, screen=not args.no_screen)
     attacks = {}
     for name in names:
         print(f"attack {name}: clients {args.clients - args.adversaries}..{args.clients - 1} "
               "adversarial", flush=True)
-        attacks[name] = row = one_run(args, data, clip, name)
-        base = honest["clip_on"].get("final_heldout_loss")
+        attacks[name] = row = one_run(args, data, clip, name, screen=not args.no_screen)
+        base = honest["robust"].get("final_heldout_loss")
         loss = row.get("final_heldout_loss")
         row["heldout_loss_ratio"] = (round(loss / base, 4) if row["outcome"] == "finished"
                                      and loss and base else None)
-    off, on = honest.get("clip_off", {}), honest["clip_on"]
+    off, on = honest.get("plain", {}), honest["robust"]
     ratios = [r["heldout_loss_ratio"] for r in attacks.values()
               if r["heldout_loss_ratio"] is not None]
     rates = [r["detection_rate"] for r in attacks.values() if r.get("detection_rate") is not None]
@@ -282,10 +288,11 @@ def main(argv=None) -> int:
         "robust_aggregation_honest_loss_ratio": (
             round(on["final_heldout_loss"] / off["final_heldout_loss"], 4)
             if off.get("final_heldout_loss") and on.get("final_heldout_loss") else None),
-        "honest_heldout_loss_clip_off": off.get("final_heldout_loss"),
-        "honest_heldout_loss_clip_on": on.get("final_heldout_loss"),
+        "honest_heldout_loss_plain": off.get("final_heldout_loss"),
+        "honest_heldout_loss_robust": on.get("final_heldout_loss"),
         "initial_heldout_loss": on.get("initial_heldout_loss"),
         "clip": clip,
+        "screen": not args.no_screen,
         "wall_s": round(time.time() - started, 1),
     }
     table = {name: {k: r.get(k) for k in (

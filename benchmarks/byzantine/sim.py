@@ -65,14 +65,19 @@ class Client:
 
 
 class _Recorder:
-    """The trainer's metrics sink: keeps its held-out losses as (step, loss)."""
+    """The trainer's metrics sink: keeps its held-out losses as (step, loss), and the trainers
+    whose results its last apply used (after the trainer left out what did not decode or what
+    the screen caught)."""
 
     def __init__(self, into: list):
         self.into = into
+        self.applied = None
 
     def write(self, **record):
         if record.get("event") == "heldout":
             self.into.append((record["step"], record["loss"]))
+        elif record.get("event") == "apply":
+            self.applied = [bytes.fromhex(t) for t in record["trainers"]]
 
 
 class Sim:
@@ -85,7 +90,7 @@ class Sim:
         self.queue = deque()
         self.slow = deque()  # adversaries' trains: after everything else
         self.published = {}  # (step, trainer key) -> Published
-        self.applies = []  # (client index, step, [trainer keys]) in order asked
+        self.applies = []  # (client index, step, [trainer keys] its trainer applied) in order
         self.payloads = {}  # step -> {client index: payload} of honest results published
         self.heldout = {}  # client index -> [(step, loss)]
         self.agreed = set()  # every parameter hash the coordinator recorded as agreed
@@ -225,9 +230,9 @@ class Sim:
         return c.sm.trained(step, result)
 
     def _apply(self, c: Client, step, results) -> list:
-        self.applies.append((c.index, step, [r.trainer for r in results]))
         try:
             digest = c.trainer.apply(step, results)
+            self.applies.append((c.index, step, c.trainer.metrics.applied))
         except Exception as e:
             if c.attack is None:
                 self.failure = (f"step {step}: client {c.index}'s apply raised "

@@ -14,6 +14,8 @@ Per parameter ``p`` with momentum buffer ``delta`` (zeros at start):
 
 ``apply_results(results, lr)`` (the consensus half; Psyche's ``apply``/``optimize``)::
 
+    keep  <- the results the screen passes (screen.py: none far above the round's median norm
+             or against its majority direction; off = all, the reference)
     v_r <- per parameter, result r's values scaled by min(1, clip * median_r' |v_r'| / |v_r|)
            (L2 norms; bounded influence per result; clip = 0: no scaling, the reference)
     M   <- per coefficient: mean of the values v_r of the results that picked it (0 where none
@@ -43,7 +45,8 @@ Deviations from the reference, all deliberate (see README.md):
 - the optional lookahead (Psyche's ``error_correction``) saves and restores the parameters exactly
   rather than subtracting and re-adding ``prev_lr * sign(delta)`` (which is not bit-exact);
 - optional norm clipping (``clip``) bounds each result's influence on the mean (the reference
-  takes the plain mean): a robust-aggregation second line behind result validation.
+  takes the plain mean): a robust-aggregation second line behind result validation;
+- the optional screen (``screen``) leaves a round's outliers out of the mean altogether.
 """
 
 from __future__ import annotations
@@ -55,6 +58,8 @@ from typing import Iterable, Sequence
 import torch
 
 from .dct import ChunkedDCT, as_2d_shape, decode_sign
+from .screen import LeftOut
+from .screen import screen as screen_round
 
 FLOAT_VALUE_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
@@ -149,7 +154,7 @@ class DistroOptimizer:
                  state_dtype: torch.dtype | None = torch.float32,
                  agg_dtype: torch.dtype = torch.float64,
                  max_grad_norm: float | None = None, lookahead: bool = False,
-                 clip: float = 0.0):
+                 clip: float = 0.0, screen: bool = False):
         """``value_dtype``: dtype of the values sent when not 1-bit (None: the param's dtype).
         ``state_dtype``: dtype of ``delta`` (None: the param's dtype, as the reference).
         ``agg_dtype``: dtype of the aggregation sums in ``apply_results`` (the inverse DCT is
@@ -159,7 +164,9 @@ class DistroOptimizer:
         ``clip``: in ``apply_results``, scale each result's values of a parameter down to an L2
         norm of at most ``clip`` times the median norm of the round's results for it (0: off;
         else >= 1, so a result at the median is never scaled). 1-bit results all have the same
-        norm, so the clip changes nothing for them."""
+        norm, so the clip changes nothing for them.
+        ``screen``: in ``apply_results``, leave out the round's outliers first (``screen.py``:
+        a norm far above the round's median, or a direction against its majority)."""
         self.params = [p for p in params]
         if (isinstance(clip, bool) or not isinstance(clip, (int, float))
                 or not math.isfinite(clip) or not (clip == 0 or clip >= 1)):
@@ -186,6 +193,7 @@ class DistroOptimizer:
         self.max_grad_norm = max_grad_norm
         self.lookahead = lookahead
         self.clip = float(clip)
+        self.screen = bool(screen)
         self.transforms = [ChunkedDCT(tuple(p.shape), chunk) for p in self.params]
         self.ks = [min(max(topk, 1), t.totalk) for t in self.transforms]
         with torch.no_grad():
@@ -258,22 +266,28 @@ class DistroOptimizer:
             sp.validate()
 
     @torch.no_grad()
-    def apply_results(self, results: Sequence[PeerResult], lr: float | None = None) -> None:
+    def apply_results(self, results: Sequence[PeerResult],
+                      lr: float | None = None) -> list[LeftOut]:
         """Apply the consensus set of results (own result included, as everyone applies it).
         All results are checked before any parameter changes; ValueError leaves the model as is.
-        An empty set changes nothing (the reference only warns)."""
+        An empty set changes nothing (the reference only warns). Returns the results the
+        screen left out (none when it is off), the same on every client."""
         lr = self.lr if lr is None else lr
         if self._backup is not None:
             raise RuntimeError("apply_results while a lookahead is active; call remove_lookahead")
         results = list(results)
         if not results:
-            return
+            return []
         for r in results:
             self.check_result(r)
         ordered = sorted(results, key=lambda r: r.key)
         for a, b in zip(ordered, ordered[1:]):
             if a.key == b.key:
                 raise ValueError("two results with the same key")
+        left_out = screen_round(ordered, self.transforms) if self.screen else []
+        if left_out:
+            out = {x.key for x in left_out}
+            ordered = [r for r in ordered if r.key not in out]
         # Every sign first (int8, CPU: 1 B per element), so a ValueError changes nothing.
         signs = [decode_sign(t, self._consensus_mean(ordered, i, t))
                  for i, t in enumerate(self.transforms)]
@@ -281,6 +295,7 @@ class DistroOptimizer:
             if self.weight_decay != 0.0:
                 p.mul_(1.0 - lr * self.weight_decay)
             p.add_(sign.to(device=p.device, dtype=p.dtype), alpha=-lr)
+        return left_out
 
     def _consensus_mean(self, ordered: Sequence[PeerResult], i: int,
                         t: ChunkedDCT) -> torch.Tensor:

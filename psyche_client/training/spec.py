@@ -68,6 +68,10 @@ class OptimizerSpec:
     # publishing x(-100) updates): held-out loss 8.80x the honest run's without, 1.08x with it;
     # on all-honest runs the loss ratio with/without was 0.9925 (seed 1337) and 1.0123 (seed 7)
     clip: float = 2.0
+    # apply-time screen (training/screen.py): leave out of the mean a result whose norm is over
+    # 10x the round's median or that points against the round's majority; the same results on
+    # every client. Off = the reference's plain mean over the consensus set
+    screen: bool = True
 
     def validate(self):
         if self.kind != "distro":
@@ -82,6 +86,8 @@ class OptimizerSpec:
             raise SpecError("optimizer.final_lr_fraction must be in [0, 1]")
         if not isinstance(self.lookahead, bool):
             raise SpecError("optimizer.lookahead must be true or false")
+        if not isinstance(self.screen, bool):
+            raise SpecError("optimizer.screen must be true or false")
         if (isinstance(self.clip, bool) or not isinstance(self.clip, (int, float))
                 or not math.isfinite(self.clip) or not (self.clip == 0 or self.clip >= 1)):
             raise SpecError(f"optimizer.clip = {self.clip!r}: must be 0 (off) or a number >= 1 "

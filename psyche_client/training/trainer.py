@@ -209,7 +209,8 @@ class DistroTrainer:
                                          momentum_decay=o.momentum_decay,
                                          weight_decay=o.weight_decay, chunk=o.chunk, topk=o.topk,
                                          quantize_1bit=o.quantize_1bit,
-                                         lookahead=o.lookahead, clip=o.clip)
+                                         lookahead=o.lookahead, clip=o.clip,
+                                         screen=o.screen)
         if self.optimizer.layout() != self.layout:  # the validation thread checks against it
             raise RuntimeError("the optimizer's result layout is not the one the spec gives")
         self.compressed_step = self.applied_step = None
@@ -380,8 +381,12 @@ class DistroTrainer:
             except ValueError as e:
                 self.log(f"apply step {step}: left out the result of {r.trainer.hex()[:8]} "
                          f"for {r.batch}: {e}")
-        results = applied
-        self.optimizer.apply_results(peers, self._lr(step))
+        left_out = {x.key: x.why for x in self.optimizer.apply_results(peers, self._lr(step))}
+        for peer, r in zip(peers, applied):
+            if peer.key in left_out:
+                self.log(f"apply step {step}: the screen left out the result of "
+                         f"{r.trainer.hex()[:8]} for {r.batch}: {left_out[peer.key]}")
+        results = [r for peer, r in zip(peers, applied) if peer.key not in left_out]
         self.applied_step = step
         if self.group is not None:
             self.group.sync_params(self.model)
@@ -389,11 +394,11 @@ class DistroTrainer:
             digest = self._check_replicas(self.group)
         else:
             digest = parameter_hash(self.model)
-        self.metrics.write(event="apply", step=step, results=len(peers), params=digest,
+        self.metrics.write(event="apply", step=step, results=len(results), params=digest,
                            trainers=[r.trainer.hex() for r in results],
                            compute_s=round(time.time() - started, 4))
         replicas = f" on {self.data_parallelism} replicas" if self.group is not None else ""
-        self.log(f"applied step {step}: {len(peers)} results, params {digest[:16]}{replicas}")
+        self.log(f"applied step {step}: {len(results)} results, params {digest[:16]}{replicas}")
         return digest
 
     def _check_replicas(self, group, digest=None) -> str:
