@@ -152,7 +152,7 @@ def test_optimizer_refuses_bad_clip(bad):
 
 
 def test_run_spec_parses_clip():
-    assert RunSpec.from_dict({}).optimizer.clip == 2.0  # the default (benchmarks/byzantine)
+    assert RunSpec.from_dict({}).optimizer.clip == 3.0  # the default (benchmarks/byzantine)
     spec = RunSpec.from_dict({"optimizer": {"clip": 2.5, "quantize_1bit": False}})
     assert spec.optimizer.clip == 2.5
     assert RunSpec.from_dict({"optimizer": {"clip": 3}}).optimizer.clip == 3
