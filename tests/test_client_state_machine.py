@@ -38,6 +38,8 @@ CONFIG = RunConfig(warmup_time=5, cooldown_time=2, max_round_train_time=6, round
                    init_min_clients=4, witness_nodes=0, global_batch_size_start=8,
                    global_batch_size_end=8, waiting_for_members_extra_time=1)
 
+OVERSIZE = 4096  # bytes of an `oversize` client's payloads (an honest one has 32)
+
 
 def sim_params(step: int) -> bytes:
     """The parameter hash every simulated client holds when it trains `step`."""
@@ -48,14 +50,15 @@ class Sim:
     """A server that applies operations then ticks, and clients that answer instantly."""
 
     def __init__(self, n, silent=(), config=CONFIG, can_store=(), forked=(), deaf=(),
-                 wrong=(), chained=False, liar=None, garbage=(), harmful=()):
+                 wrong=(), chained=False, liar=None, garbage=(), harmful=(), oversize=()):
         """`deaf`: (receiver, trainer) pairs whose results never arrive; `wrong`: (client,
         step) pairs whose Apply goes wrong (another parameter hash); `chained`: a parameter
         hash follows the results applied (not only the step); `liar`: a client that serves
         applied sets with a result left out; `garbage`: clients whose results carry 20 bytes
         that are not the batch's result (signed and committed all the same); `harmful`: clients
-        whose results pass validation but fail the verifiers' loss-improvement test."""
-        self.garbage, self.harmful = set(garbage), set(harmful)
+        whose results pass validation but fail the verifiers' loss-improvement test;
+        `oversize`: clients whose results carry OVERSIZE zero bytes (signed and committed)."""
+        self.garbage, self.harmful, self.oversize = set(garbage), set(harmful), set(oversize)
         self.chained, self.liar, self.hashes = chained, liar, {}
         self.ids, self.sms = [], []
         self.can_store = set(can_store)
@@ -179,6 +182,8 @@ class Sim:
                     payload = dummy_payload("sim", step, batch)
                     if who in self.garbage:
                         payload = hashlib.sha256(payload).digest()[:20]
+                    if who in self.oversize:
+                        payload = bytes(OVERSIZE)
                     result = TrainingResult.create(self.ids[who], step, batch, payload)
                     queue += [(who, a) for a in sm.trained(step, result)]
                 case Verify(step, r, _):
@@ -237,7 +242,9 @@ def test_tampered_and_misassigned_results_are_dropped():
     sim = Sim(4)
     sim.run(lambda s: s.run_state in (RunState.RoundTrain, RunState.RoundWitness)
             and s.current_round.height >= 1)
-    sm, st = sim.sms[0], sim.state
+    st = sim.state
+    sm = ClientStateMachine(b"o" * 32, b"o" * 32)  # an observer: no batch of the round decided
+    sm.on_state(st, sim.t)
     owner, batch = next(iter(sm.assignments[st.step].items()))
     owner_id = next(i for i in sim.ids if i.public == st.clients[owner].signer)
     thief_id = next(i for i in sim.ids if i.public != owner_id.public)
@@ -245,12 +252,10 @@ def test_tampered_and_misassigned_results_are_dropped():
     tampered = TrainingResult(good.step, good.batch, good.trainer, b"changed", good.commitment,
                               good.signature)
     stolen = TrainingResult.create(thief_id, st.step, batch, b"payload")
-    before = sum(sm.rejected.values())
-    sm.on_result(tampered)  # commitment no longer matches the payload
-    sm.on_result(stolen)  # valid signature, but not the assigned trainer of that batch
-    assert sum(sm.rejected.values()) == before + 2
-    stored = sm.results.get(st.step, {}).get(batch)
-    assert stored is None or stored.trainer == owner_id.public
+    assert sm.on_result(tampered)[0].text.endswith("commitment does not match the payload")
+    assert sm.on_result(stolen)[0].text.endswith("not the assigned trainer of that batch")
+    assert sum(sm.rejected.values()) == 2 and batch not in sm.results.get(st.step, {})
+    assert isinstance(sm.on_result(good)[0], Validate)
 
 
 def test_snapshot_once_per_epoch_after_its_last_apply():

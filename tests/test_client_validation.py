@@ -7,12 +7,14 @@ from dataclasses import replace
 
 import numpy as np
 
+from psyche_client.client import results
+from psyche_client.client.actions import Log, Validate
 from psyche_client.client.copies import DIGEST_ROUNDS, NEAR_COPY, SeenPayloads, overlap
-from psyche_client.client.results import TrainingResult, dummy_payload
+from psyche_client.client.results import MAX_RESULT_BYTES, TrainingResult, dummy_payload
 from psyche_client.client.state_machine import ClientStateMachine
 from psyche_coordinator_core import ClientState, RunState
 
-from .test_client_state_machine import CONFIG, Sim
+from .test_client_state_machine import CONFIG, OVERSIZE, Sim
 
 LONG = replace(CONFIG, epoch_time=40, total_steps=12)
 
@@ -49,6 +51,69 @@ def test_a_malformed_result_is_never_applied_and_its_trainer_is_removed():
                for _, op, args in sim.sent_args)
     # and the honest clients said why they refused its results
     assert any("not the batch's simulated result" in text for who, text in sim.logs if who != 4)
+
+
+def test_an_oversize_result_is_refused_unhashed_and_its_trainer_removed(monkeypatch):
+    """A payload over the receivers' size bound is refused before anything hashes or decodes
+    it: only its sender hashed it, to sign it. The outcome is that of any refused result: never
+    vouched for, never applied, its trainer dropped by the health checks."""
+    hashed = []
+    commitment_of = results.commitment_of
+
+    def counting(step, batch, payload):
+        hashed.append(len(payload))
+        return commitment_of(step, batch, payload)
+
+    monkeypatch.setattr(results, "commitment_of", counting)
+    sim = Sim(5, config=LONG, oversize={4})
+    for sm in sim.sms:
+        sm.max_payload = OVERSIZE - 1  # honest (simulated) payloads are 32 bytes
+    bad = sim.ids[4].public
+    sim.run(lambda s: s.run_state == RunState.Cooldown)
+    st = sim.state
+    sent = [r for r in sim.published if r.trainer == bad]
+    assert sent and all(len(r.payload) == OVERSIZE for r in sent)
+    assert hashed.count(OVERSIZE) == len(sent)  # each signed once; no receiver hashed one
+    assert not any(s & {r.commitment for r in sent} for s in honest_applies(sim, {4}).values())
+    assert any(f"over the limit of {OVERSIZE - 1}" in text for who, text in sim.logs if who != 4)
+    assert not any("not the batch's simulated result" in text for _, text in sim.logs)  # no
+    # Validate was asked for: nothing decoded it either
+    assert st.clients[st.client_index(bad)].state == ClientState.Dropped
+    assert all(c.state == ClientState.Healthy for c in st.clients if c.signer != bad)
+
+
+def test_what_is_refused_on_receipt_is_not_hashed(monkeypatch):
+    """The benchmark's `oversize` payload (one byte over the decoders' limit) is refused by a
+    client that knows no model yet, and so are a result for a batch that is not its sender's
+    and one for a batch already decided: none of them is hashed."""
+    sim = Sim(4, config=LONG, silent={3})
+    sim.run(lambda s: s.run_state == RunState.RoundTrain and s.current_round.height >= 1)
+    st = sim.state
+    sm = ClientStateMachine(b"o" * 32, b"o" * 32)
+    sm.on_state(st, sim.t)
+    step = st.step
+    owner, batch = sorted(sm.assignments[step].items())[0]
+    ident = next(i for i in sim.ids if i.public == st.clients[owner].signer)
+    thief = next(i for i in sim.ids if i.public != ident.public)
+    honest = TrainingResult.create(ident, step, batch, dummy_payload("sim", step, batch))
+    stolen = TrainingResult.create(thief, step, batch, honest.payload)
+    huge = replace(honest, payload=bytes(MAX_RESULT_BYTES + 1))  # calloc'd: costs no memory
+
+    def no_hashing(*args):
+        raise AssertionError("a payload received was hashed")
+
+    monkeypatch.setattr(results, "commitment_of", no_hashing)
+    acts = sm.on_result(huge)
+    assert len(acts) == 1 and isinstance(acts[0], Log) and "over the limit" in acts[0].text
+    assert "not the assigned trainer" in sm.on_result(stolen)[0].text
+    monkeypatch.undo()
+    # an over-size result is not held against its batch (nothing shows that its trainer
+    # signed that payload): the trainer's own result still counts
+    assert any(isinstance(a, Validate) for a in sm.on_result(honest))
+    sm.validated(honest, "", None)
+    assert sm.results[step][batch] == honest
+    monkeypatch.setattr(results, "commitment_of", no_hashing)
+    assert sm.on_result(honest) == []  # decided: the first result of a batch counts
 
 
 def test_copies_and_replays_are_refused_and_the_original_kept():

@@ -23,7 +23,8 @@ Payload attacks (names as `--attacks` takes them):
   nan        valid structure, every value NaN, +Inf or -Inf (fp32 or bf16 bit patterns; needs a
              config whose values are floats, not 1-bit signs)
   oversize   MAX_PAYLOAD_BYTES + 1 zero bytes: over the decoder's size limit (one shared buffer
-             of calloc'd pages, so it costs no memory; hashing it costs ~1 s per check)
+             of calloc'd pages, so it costs no memory); receivers refuse it by its size,
+             unhashed: only its sender hashes it, to sign it (about a second each time)
 
 Witness attacks:
 

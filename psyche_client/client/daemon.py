@@ -345,12 +345,21 @@ class ClientDaemon:
             log.info("coordinator: %s epoch %d step %d%s", st.run_state.name, st.epoch, st.step,
                      role)
 
+    def _use_trainer(self, trainer) -> None:
+        self.trainer = trainer
+        layout = getattr(trainer, "layout", None)  # simulated training has none
+        if layout is not None:
+            # the validation's size bound, applied on receipt: a larger result is dropped before
+            # it is downloaded or hashed (imported here: the model's trainer has loaded torch)
+            from ..training.validation import max_payload_bytes
+            self.sm.max_payload = self.transport.max_result_bytes = max_payload_bytes(layout)
+
     async def run(self) -> int:
         await self.backend.connect()
         # in the worker: making a trainer imports its libraries (tens of seconds on a loaded
         # machine), and the connection must keep answering meanwhile; the client joins after
         spec = await self.backend.spec()
-        self.trainer = await self._in_worker(self.make_trainer, spec)
+        self._use_trainer(await self._in_worker(self.make_trainer, spec))
         if self.make_writer is not None and hasattr(self.trainer, "capture"):
             # simulated training has no model to snapshot
             self.writer = self.make_writer(spec)

@@ -2,7 +2,8 @@
 
 commitment = SHA-256(RESULT_DOMAIN || step u32 BE || batch start u64 BE || batch end u64 BE ||
 payload); the trainer signs the 32-byte commitment with its ed25519 identity. A receiver checks
-the signature, recomputes the commitment, and checks that the trainer was assigned that batch."""
+the payload's size, the signature, recomputes the commitment, and checks that the trainer was
+assigned that batch."""
 
 import hashlib
 from dataclasses import dataclass
@@ -12,11 +13,17 @@ from psyche_coordinator_core import BatchId
 from ..identity import Identity, verify
 
 RESULT_DOMAIN = b"psyche-training-result"
+# the decoder's limit (training/payload.py's MAX_PAYLOAD_BYTES: this module loads no torch; a
+# test holds the two equal): a larger payload is refused before it is hashed. A client that knows
+# its run's model refuses over that model's bound instead (ClientStateMachine.max_payload).
+MAX_RESULT_BYTES = 1 << 30
 
 
 def commitment_of(step: int, batch: BatchId, payload: bytes) -> bytes:
-    return hashlib.sha256(RESULT_DOMAIN + step.to_bytes(4, "big") + batch.start.to_bytes(8, "big")
-                          + batch.end.to_bytes(8, "big") + payload).digest()
+    h = hashlib.sha256(RESULT_DOMAIN + step.to_bytes(4, "big") + batch.start.to_bytes(8, "big")
+                       + batch.end.to_bytes(8, "big"))
+    h.update(payload)  # not concatenated: that would copy the payload once more
+    return h.digest()
 
 
 @dataclass(frozen=True)
@@ -33,8 +40,18 @@ class TrainingResult:
         c = commitment_of(step, batch, payload)
         return cls(step, batch, identity.public, payload, c, identity.sign(c))
 
-    def check(self) -> str:
-        """'' when the commitment and signature hold, else why not."""
+    def oversize(self, max_payload: int = MAX_RESULT_BYTES) -> str:
+        """'' when the payload is at most `max_payload` bytes, else why not (nothing hashed)."""
+        if len(self.payload) > max_payload:
+            return f"a payload of {len(self.payload)} bytes, over the limit of {max_payload}"
+        return ""
+
+    def check(self, max_payload: int = MAX_RESULT_BYTES) -> str:
+        """'' when the payload is at most `max_payload` bytes and the commitment and signature
+        hold, else why not. The size comes first: a peer must not make us hash a gigabyte."""
+        why = self.oversize(max_payload)
+        if why:
+            return why
         if commitment_of(self.step, self.batch, self.payload) != self.commitment:
             return "commitment does not match the payload"
         if not verify(self.trainer, self.commitment, self.signature):

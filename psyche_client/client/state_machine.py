@@ -43,7 +43,7 @@ from .applied import AppliedSet
 from .checkpointing import Checkpointing
 from .consensus import round_consensus
 from .copies import SeenPayloads
-from .results import TrainingResult, merkle_root
+from .results import MAX_RESULT_BYTES, TrainingResult, merkle_root
 from .sync import Sync
 from .verifying import Verifying
 
@@ -53,13 +53,17 @@ SETTLE_STATES = (RunState.Cooldown, RunState.WaitingForMembers, RunState.Paused,
 
 class ClientStateMachine:
     def __init__(self, signer: bytes, p2p_identity: bytes, tick_jitter: float = 0.0,
-                 can_store: bool = False, saves_locally: bool = False, identity: bytes = None):
+                 can_store: bool = False, saves_locally: bool = False, identity: bytes = None,
+                 max_payload: int = MAX_RESULT_BYTES):
         """`can_store`: this client can write snapshots to the run's store (a store in the
         spec, write credentials, a trainer with a model); `saves_locally`: it keeps snapshots
         in a directory of its own (--checkpoint-dir) whether or not it is elected. `identity`:
-        the contributor identity this node key acts for (its points go there; None: itself)."""
+        the contributor identity this node key acts for (its points go there; None: itself).
+        `max_payload`: a peer's result with a larger payload is refused unhashed (the daemon
+        sets the run's model's bound once its trainer knows the model)."""
         self.signer, self.p2p_identity = signer, p2p_identity
         self.identity = identity
+        self.max_payload = max_payload
         self.checkpointing = Checkpointing(signer, can_store, saves_locally)
         self.tick_jitter = tick_jitter  # spread ticks so clients do not all send at once
         self.state = None
@@ -147,13 +151,17 @@ class ClientStateMachine:
         if assigned is None:
             self.early.setdefault(r.step, []).append(r)
             return []
-        owner = next((i for i, b in assigned.items() if b == r.batch), None)
-        if owner is None or self.state.clients[owner].signer != r.trainer:
+        if not self._assigned(r, assigned):
             return self._reject(r, "not the assigned trainer of that batch")
         if self._decided(r.step, r.batch) or r.commitment in self.validating:
             return []
         self.validating.add(r.commitment)
         return [Validate(r)]
+
+    def _assigned(self, r: TrainingResult, assigned: dict) -> bool:
+        """The result's signer is the trainer its round assigned its batch to."""
+        owner = next((i for i, b in assigned.items() if b == r.batch), None)
+        return owner is not None and self.state.clients[owner].signer == r.trainer
 
     def _decided(self, step: int, batch) -> bool:
         """A result of this batch was taken, or its trainer's was found bad: the first counts."""
@@ -305,7 +313,20 @@ class ClientStateMachine:
         return [Publish(result)] + self._witness()
 
     def on_result(self, r: TrainingResult) -> list[Action]:
-        why = r.check()
+        # what needs no hashing first: a peer must not make this client hash a payload that it
+        # refuses anyway. An over-size result is not held against its batch (nothing shows that
+        # its trainer signed that payload): the trainer's batch stays undelivered, as if no
+        # result had come, and the health checks drop a trainer that never delivers one.
+        why = r.oversize(self.max_payload)
+        if why:
+            return self._reject(r, why)
+        assigned = self.assignments.get(r.step)
+        if assigned is not None:
+            if not self._assigned(r, assigned):
+                return self._reject(r, "not the assigned trainer of that batch")
+            if self._decided(r.step, r.batch) or r.commitment in self.validating:
+                return []  # the first result of a batch counts: a later one is not looked at
+        why = r.check(self.max_payload)
         if why:
             return self._reject(r, why)
         return self._accept(r) + self._witness()

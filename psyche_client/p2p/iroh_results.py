@@ -31,7 +31,9 @@ async def publish_result(node: IrohNode, result: TrainingResult) -> int:
 
 async def fetch_result(node: IrohNode, msg: dict, max_size=None, timeout=None) -> TrainingResult:
     """The announced result with its payload, checked. Raises ValueError on a malformed or
-    invalid announcement or result, and the node's BlobError family when the fetch fails."""
+    invalid announcement or result, and the node's BlobError family when the fetch fails. A
+    size over `max_size` (None: the node's max_blob_size) is refused before any transfer, and
+    a blob larger than its announced size as soon as the peer says its size."""
     if msg.get("type") != RESULT_AVAILABLE:
         raise ValueError("not a result announcement")
     size, blob, sender = msg.get("size"), msg.get("blob"), msg.get("from")

@@ -1,6 +1,9 @@
 """How training results reach peers, behind one small interface the daemon uses:
 `start() -> address`, `set_peers({p2p_id_hex: address})`, `publish(result)`, `close()`, and an
-`on_result(TrainingResult)` callback for every result received (not yet verified), and
+`on_result(TrainingResult)` callback for every result received (not yet verified),
+`max_result_bytes` (None, or the run's payload bound, which the daemon sets: iroh drops a result
+announced over it before its blob is downloaded; the websocket mesh bounds every message, and
+the client's state machine refuses what is over the bound before hashing it), and
 `model_sharing`: a ModelSharing (p2p/model_sharing.py) when the transport can share the model
 with clients that join a run in progress, else None; `applied_sharing`: an AppliedSharing
 (p2p/applied_sharing.py) serving the applied result sets syncing peers replay, else None.
@@ -25,6 +28,7 @@ logger = logging.getLogger(__name__)
 class WebSocketTransport:
     model_sharing = None
     applied_sharing = None
+    max_result_bytes = None
 
     def __init__(self, identity, on_result, host="127.0.0.1", port=0):
         self.on_result = on_result
@@ -52,6 +56,8 @@ class WebSocketTransport:
 
 
 class IrohTransport:
+    max_result_bytes = None
+
     def __init__(self, identity, on_result, host="127.0.0.1", port=0, relay_url=None):
         from .applied_sharing import AppliedSharing
         from .iroh_node import IrohNode  # native dependency: only when this transport is used
@@ -84,7 +90,7 @@ class IrohTransport:
 
     async def _fetch_and_deliver(self, msg: dict) -> None:
         try:
-            result = await self._fetch(self.node, msg)
+            result = await self._fetch(self.node, msg, max_size=self.max_result_bytes)
         except Exception as e:  # unreachable peer, bad blob, forged header: drop, keep going
             logger.warning(f"could not fetch result for step {msg.get('step')}: "
                            f"{type(e).__name__}: {e}")

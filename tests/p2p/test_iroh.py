@@ -21,6 +21,7 @@ from psyche_client.p2p.errors import (  # noqa: E402
 )
 from psyche_client.p2p.iroh_node import IrohNode  # noqa: E402
 from psyche_client.p2p.iroh_results import fetch_result, publish_result  # noqa: E402
+from psyche_client.p2p.transport import IrohTransport  # noqa: E402
 from psyche_coordinator_core import BatchId  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
@@ -206,6 +207,48 @@ def test_training_result_announced_and_fetched():
                 await fetch_result(b, dict(msg, size=10**12))
         finally:
             await closed([a, b])
+    run(main())
+
+
+def test_transport_never_downloads_a_result_over_its_limit():
+    """The daemon sets the run's payload bound as the transport's max_result_bytes: a result
+    announced over it is dropped before its blob is asked for; one at the bound is delivered.
+    And a peer whose blob is larger than it announced is cut off when it says the blob's size,
+    before any of it is read."""
+    async def main():
+        ids = [Identity.generate() for _ in range(2)]
+        got = []
+        a = IrohTransport(ids[0], on_result=None)
+        b = IrohTransport(ids[1], on_result=got.append)
+        b.max_result_bytes = 10_000
+        asked = []
+        fetch = b.node.fetch
+
+        async def counting(peer, blob, **kw):
+            asked.append(blob)
+            return await fetch(peer, blob, **kw)
+
+        b.node.fetch = counting
+        try:
+            peers = {ids[0].public.hex(): await a.start(), ids[1].public.hex(): await b.start()}
+            a.set_peers(peers)
+            b.set_peers(peers)
+            over = TrainingResult.create(ids[0], 3, BatchId(10, 19), os.urandom(10_001))
+            at = TrainingResult.create(ids[0], 4, BatchId(20, 29), os.urandom(10_000))
+            await a.publish(over)
+            await a.publish(at)
+            await until(lambda: got and not b._tasks)
+            assert got == [at] and asked == [blob_hash(at.payload)]
+            # an announcement that lies about the size: refused as soon as the peer says it
+            lie = {"type": "result_available", "step": 3, "batch": [10, 19],
+                   "trainer": ids[0].public.hex(), "commitment": over.commitment.hex(),
+                   "signature": over.signature.hex(), "blob": blob_hash(over.payload),
+                   "size": 10_000, "from": ids[0].public.hex()}
+            with pytest.raises(BlobTooLarge):
+                await fetch_result(b.node, lie, max_size=b.max_result_bytes)
+        finally:
+            await a.close()
+            await b.close()
     run(main())
 
 

@@ -10,11 +10,16 @@ import pytest
 torch = pytest.importorskip("torch")
 np = pytest.importorskip("numpy")
 
-from psyche_client.client.results import TrainingResult, commitment_of  # noqa: E402
+from psyche_client.client.results import (  # noqa: E402
+    MAX_RESULT_BYTES,
+    TrainingResult,
+    commitment_of,
+)
 from psyche_client.identity import Identity  # noqa: E402
 from psyche_client.training.distro import DistroOptimizer, SparseParam  # noqa: E402
 from psyche_client.training.payload import (  # noqa: E402
     MAGIC,
+    MAX_PAYLOAD_BYTES,
     coefficient_count,
     decode_payload,
     encode_payload,
@@ -286,3 +291,13 @@ def test_mixed_modes_not_encodable():
     with pytest.raises(ValueError):
         encode_payload([SparseParam((16,), (1, 16), torch.tensor([[3, 1]]),
                                     torch.tensor([[1.0, 2.0]]))])
+
+
+def test_results_are_refused_unhashed_over_the_decoders_limit():
+    """client/results.py keeps its own copy of the decoder's limit (it loads no torch): a
+    result over it is refused before its commitment is computed."""
+    assert MAX_RESULT_BYTES == MAX_PAYLOAD_BYTES
+    ident = Identity.generate()
+    tr = TrainingResult.create(ident, 1, BatchId(0, 3), b"x" * 100)
+    assert tr.check() == "" and tr.check(100) == ""
+    assert tr.check(99) == "a payload of 100 bytes, over the limit of 99"

@@ -8,9 +8,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from psyche_client.client import results  # noqa: E402
 from psyche_client.client.copies import NEAR_COPY, overlap  # noqa: E402
+from psyche_client.client.daemon import ClientDaemon  # noqa: E402
 from psyche_client.client.results import TrainingResult  # noqa: E402
 from psyche_client.identity import Identity  # noqa: E402
+from psyche_client.p2p.transport import WebSocketTransport  # noqa: E402
 from psyche_client.training.distro import SparseParam  # noqa: E402
 from psyche_client.training.payload import (  # noqa: E402
     _HEADER,
@@ -43,6 +46,29 @@ def make_trainers(data_dir, n, **optimizer):
         t.prepare(0, state)
         out.append(t)
     return out, state
+
+
+def test_a_client_refuses_results_over_its_models_bound_unhashed(monkeypatch):
+    """Once the daemon has its trainer, its state machine and its transport take the bound the
+    validation applies: a result one byte over it is refused on receipt, never hashed."""
+    spec = RunSpec.from_dict({"model": MODEL, "optimizer": dict(chunk=32, topk=16),
+                              "data": {"kind": "local", "dir": "/nonexistent"}})
+    ident = Identity.generate()
+    transport = WebSocketTransport(ident, None)
+    daemon = ClientDaemon(ident, None, transport, None)
+    trainer = DistroTrainer(spec, "run", ident, log=lambda *_: None)
+    daemon._use_trainer(trainer)
+    bound = max_payload_bytes(trainer.layout)
+    assert bound < results.MAX_RESULT_BYTES
+    assert daemon.sm.max_payload == transport.max_result_bytes == bound
+    over = TrainingResult.create(Identity.generate(), 3, BatchId(0, 3), bytes(bound + 1))
+
+    def no_hashing(*args):
+        raise AssertionError("a payload received was hashed")
+
+    monkeypatch.setattr(results, "commitment_of", no_hashing)
+    transport.on_result(over)  # as the transport delivers a result it received
+    assert daemon.sm.rejected == {over.trainer.hex(): 1}
 
 
 def train(trainers, state, step):
