@@ -28,6 +28,7 @@ from psyche_client.client.results import TrainingResult
 from psyche_client.client.state_machine import ClientStateMachine
 from psyche_client.identity import Identity
 from psyche_client.training.trainer import DistroTrainer
+from psyche_client.training.validation import max_payload_bytes
 from psyche_coordinator_core import (
     ClientState,
     CoordinatorError,
@@ -110,7 +111,10 @@ class Sim:
         trainer = DistroTrainer(self.spec, self.run_id, ident, log=lambda s: None,
                                 metrics=_Recorder(self.heldout.setdefault(k, [])),
                                 micro_batch_size=8)
-        c = Client(k, ident, ClientStateMachine(ident.public, ident.public), trainer, attack)
+        # the daemon's bound: what an honest payload of this model can weigh at most
+        sm = ClientStateMachine(ident.public, ident.public,
+                                max_payload=max_payload_bytes(trainer.layout))
+        c = Client(k, ident, sm, trainer, attack)
         self.clients.append(c)
         self.by_key[ident.public] = c
         return c
