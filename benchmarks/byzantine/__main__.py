@@ -209,6 +209,14 @@ def summarize(sim: Sim, adversaries: dict) -> dict:
     }
 
 
+UPDATE_FREE = {"attacks", "update", "out", "data_dir"}  # settings an --update may change
+
+
+def _settings(args) -> dict:
+    return {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
+            if k != "update"}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m benchmarks.byzantine",
@@ -249,6 +257,9 @@ def main(argv=None) -> int:
     ap.add_argument("--no-baseline", action="store_true",
                     help="skip the plain-mean honest run (no robust_aggregation ratio)")
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--update", action="store_true",
+                    help="run only --attacks and merge their rows into --out, keeping its "
+                         "baselines and other rows (its settings must be these)")
     args = ap.parse_args(argv)
     names = [a for a in args.attacks.split(",") if a and a != "none"]
     unknown = [a for a in names if a not in ATTACKS]
@@ -267,11 +278,20 @@ def main(argv=None) -> int:
     data = make_data(args.data_dir)
     print(f"byzantine: {args.clients} clients, {args.steps} steps, clip {clip:g}, attacks: "
           f"{', '.join(names) or 'none'}", flush=True)
-    honest = {}
-    if not args.no_baseline:
-        honest["plain"] = one_run(args, data, 0.0, screen=False)
-    honest["robust"] = one_run(args, data, clip, screen=not args.no_screen)
-    attacks = {}
+    honest, attacks, cost, earlier_s = {}, {}, {}, 0.0
+    if args.update:  # the baselines and the other attacks' rows of an earlier run, same settings
+        doc = json.loads(args.out.read_text())
+        mine = _settings(args)
+        diff = [k for k in mine if k not in UPDATE_FREE and doc["settings"].get(k) != mine[k]]
+        if diff:
+            ap.error(f"--update: {args.out} was measured with other settings ({', '.join(diff)})")
+        honest, attacks = doc["honest"], doc["attack_runs"]
+        cost = {int(k): v for k, v in doc["robust_aggregation_cost_per_seed"].items()}
+        earlier_s = doc["headline"]["wall_s"]
+    else:
+        if not args.no_baseline:
+            honest["plain"] = one_run(args, data, 0.0, screen=False)
+        honest["robust"] = one_run(args, data, clip, screen=not args.no_screen)
     for name in names:
         print(f"attack {name}: clients {args.clients - args.adversaries}..{args.clients - 1} "
               "adversarial", flush=True)
@@ -283,10 +303,9 @@ def main(argv=None) -> int:
     off, on = honest.get("plain", {}), honest["robust"]
     # the cost of robust aggregation, per run seed: one 40-step trajectory moves by about 1 %
     # between seeds, so the headline is the mean over the seeds
-    cost = {}
     if off.get("final_heldout_loss") and on.get("final_heldout_loss"):
         cost[args.seed] = on["final_heldout_loss"] / off["final_heldout_loss"]
-    for seed in ([] if args.no_baseline else args.extra_seeds):
+    for seed in ([] if args.no_baseline or args.update else args.extra_seeds):
         pair = {"plain": one_run(args, data, 0.0, screen=False, seed=seed),
                 "robust": one_run(args, data, clip, screen=not args.no_screen, seed=seed)}
         honest[f"seed_{seed}"] = pair
@@ -314,7 +333,7 @@ def main(argv=None) -> int:
         "initial_heldout_loss": on.get("initial_heldout_loss"),
         "clip": clip,
         "screen": not args.no_screen,
-        "wall_s": round(time.time() - started, 1),
+        "wall_s": round(earlier_s + time.time() - started, 1),
     }
     table = {name: {k: r.get(k) for k in (
         "outcome", "detection_rate", "rounds_until_removed", "honest_results_rejected",
@@ -322,7 +341,7 @@ def main(argv=None) -> int:
         for name, r in attacks.items()}
     doc = {"headline": headline, "attacks": table,
            "robust_aggregation_cost_per_seed": {str(k): round(v, 4) for k, v in cost.items()},
-           "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+           "settings": _settings(args),
            "honest": honest, "attack_runs": attacks,
            "machine": {"python": platform.python_version(), "platform": platform.platform(),
                        "torch_threads": 1}}
