@@ -8,14 +8,14 @@ dampens, each against the round's own majority (no history, no trust):
 - **magnitude**: a result whose values' L2 norm (all parameters together) is more than
   ``NORM_LIMIT`` times the median of the round's norms. Honest norms stay within about 2.5x of
   the median in benchmarks/byzantine; an update scaled x100 is 100x.
-- **direction**: a result that points away from the round's majority, ``dot(v, R - v) <= 0``
-  with ``R`` the sum of the results that agree with the rest. Two passes, so a minority pulling
-  the other way cannot drag honest results below zero: the first measures each result against
-  the others' sign votes (per coefficient, the sum of the signs of the results that picked it:
-  one vote each, so a few large results cannot outweigh the rest), drops the most opposed
-  result from the votes while one is opposed and the dropped stay a minority, and calls those
-  left with a positive dot the agreeing set; if it is a strict majority of the round, the
-  second pass measures everyone against the agreeing set's sum alone and leaves out the rest.
+- **direction**: a result that points away from the round's majority. Two passes, so a
+  minority pulling the other way cannot drag honest results below zero. The first measures
+  each result against the others' sign votes (per coefficient, the sum of the signs of the
+  results that picked it: one vote each, so a few large results cannot outweigh the rest),
+  drops the most opposed result from the votes while one is opposed and the dropped stay a
+  minority, and calls those left with a positive dot the agreeing set. If that is a strict
+  majority of the round, the second pass measures each result outside it against the agreeing
+  set's summed values ``R`` and leaves it out when ``dot(v, R) <= 0``: both tests must say so.
   When no majority agrees, nothing is left out by direction. (In a round with no common
   direction at all, chance agreement can still leave out a minority; none carries signal then.)
 
@@ -122,10 +122,12 @@ def screen(ordered: Sequence, transforms) -> list[LeftOut]:
     agreeing = [r for r in active if dots[r.key] > 0]
     if 2 * len(agreeing) <= len(kept):
         return out  # no majority direction this round
-    # pass 2: against the sum of the agreeing majority alone
+    # pass 2: the others against the sum of the agreeing majority alone. A member is never
+    # left out: one at right angles to the majority's values (an honest update late in a run
+    # can be, to 1e-7 in cosine) is not against it, and it agreed with the votes
     ref = _reference(agreeing, transforms, vote=False)
     members = {r.key for r in agreeing}
     for r in kept:
-        if _dot(r, ref, own="values" if r.key in members else None) <= 0:
+        if r.key not in members and _dot(r, ref, own=None) <= 0:
             out.append(LeftOut(r.key, "it points away from the round's other results"))
     return out

@@ -121,3 +121,20 @@ def test_the_run_spec_carries_the_screen():
     assert RunSpec.from_dict({"model": {}, "optimizer": {}, "data": {}}).optimizer.screen is True
     with pytest.raises(SpecError, match="screen"):
         RunSpec.from_dict({"model": {}, "optimizer": {"screen": "yes"}, "data": {}})
+
+
+def test_a_result_that_agrees_with_the_votes_is_kept_even_at_right_angles_to_the_values():
+    # D agrees with the others' signs on three coefficients of four, but C's one large value
+    # makes D's dot with the summed values negative: only one test says "away", so D stays
+    opt = DistroOptimizer([torch.zeros(8)], topk=4, chunk=8)
+    idx = torch.tensor([[0, 1, 2, 3]])
+
+    def r(key, vals):
+        return PeerResult(key, (SparseParam((8,), (1, 8), idx, torch.tensor([vals])),))
+
+    results = [r(b"a", [1., 1., 1., 1.]), r(b"b", [1., 1., 1., 1.]), r(b"c", [1., 1., 1., 10.]),
+               r(b"d", [1., 1., 1., -1.])]
+    assert screen(results, opt.transforms) == []
+    # and one that both tests call opposed goes
+    flipped = r(b"e", [-1., -1., -1., -1.])
+    assert [x.key for x in screen(results + [flipped], opt.transforms)] == [b"e"]
