@@ -36,6 +36,7 @@ import argparse
 import json
 import platform
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -68,20 +69,24 @@ def make_data(root: Path) -> Path:
     return root
 
 
-def make_run(args, data: Path, clip: float, screen: bool):
+def make_run(args, data: Path, clip: float, screen: bool, store: str | None = None):
+    """The run's config and spec; with `store`, a snapshot store every client may write to,
+    snapshots every 5 steps and room for one more client (a late joiner)."""
     from psyche_client.training.spec import RunSpec
     from psyche_coordinator_core import RunConfig
 
     config = RunConfig(
+        max_clients=args.clients + 1 if store else args.clients,
         warmup_time=30, cooldown_time=2, max_round_train_time=30, round_witness_time=1,
         epoch_time=10 * args.steps + 1000, total_steps=args.steps, max_seq_len=args.seq_len,
-        min_clients=2, init_min_clients=args.clients, max_clients=args.clients, witness_nodes=0,
+        min_clients=2, init_min_clients=args.clients, witness_nodes=0,
         global_batch_size_start=args.clients * args.batch,
         global_batch_size_end=args.clients * args.batch,
         waiting_for_members_extra_time=1, verification_percent=args.verification_percent,
         # strangers may join mid-epoch (a Sybil does): one syncing at a time, 2 warm-up rounds
         max_syncing=1, sync_warmup_rounds=2, kept_rounds=args.steps + 8,
-        evidence_quorum=args.evidence_quorum).validate()
+        evidence_quorum=args.evidence_quorum,
+        checkpoint_interval=5 if store else 0).validate()
     spec = RunSpec.from_dict({
         "model": dict(vocab_size=256, hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=4,
                       intermediate_size=256, max_seq_len=args.seq_len),
@@ -91,14 +96,23 @@ def make_run(args, data: Path, clip: float, screen: bool):
         "data": dict(kind="local", dir=str(data / "train"), token_size=2,
                      shuffle_seed="5e" * 32, heldout_dir=str(data / "heldout"),
                      heldout_sequences=32),
+        **({"checkpoint": {"store": store}} if store else {}),
     }, max_seq_len=args.seq_len)
     return config, spec
 
 
 def one_run(args, data, clip, attack_name=None, screen=True, seed=None) -> dict:
+    cls = ATTACKS[attack_name] if attack_name else None
+    if cls is not None and getattr(cls, "late_joiner", False):
+        with tempfile.TemporaryDirectory(prefix="byzantine-store-") as store:
+            return _one_run(args, data, clip, attack_name, screen, seed, store)
+    return _one_run(args, data, clip, attack_name, screen, seed, None)
+
+
+def _one_run(args, data, clip, attack_name, screen, seed, store) -> dict:
     from psyche_client.training.model import parameter_hash
 
-    config, spec = make_run(args, data, clip, screen)
+    config, spec = make_run(args, data, clip, screen, store)
     adversaries = {}
     if attack_name:
         cls = ATTACKS[attack_name]
@@ -116,7 +130,8 @@ def one_run(args, data, clip, attack_name=None, screen=True, seed=None) -> dict:
     sim = None
     try:
         sim = Sim(config, spec, args.seed if seed is None else seed, adversaries,
-                  log=lambda s: print(f"  {label}: {s}", flush=True))
+                  log=lambda s: print(f"  {label}: {s}", flush=True),
+                  late_joiner_at=args.steps // 2 if store else None)
         sim.run(max_seconds=40 * args.steps + 600, progress=progress)
         outcome = "finished"
     except RunFailed as e:
@@ -147,6 +162,8 @@ def summarize(sim: Sim, adversaries: dict) -> dict:
     attacked = {}  # step -> [trainer keys] whose published payload the attack changed
     honest_pub = {}  # step -> [honest trainer keys]
     for (step, key), p in sim.published.items():
+        if p.warming:  # a joiner's warm-up rounds: never applied, by design, not by a defense
+            continue
         if p.attacked:
             attacked.setdefault(step, []).append(key)
         elif not p.adversary:
@@ -178,11 +195,23 @@ def summarize(sim: Sim, adversaries: dict) -> dict:
                 dropped_adv += n
             else:
                 dropped_honest += n
+    # the snapshot attack: loads whose recorded copy was poisoned, and what they ended with
+    poisoned_loads = [(who, used) for who, recorded, used, _ in sim.loads
+                      if recorded in sim.poisoned]
+    poisoned_accepted = sum(used in sim.poisoned for _, used in poisoned_loads)
     final = None
     for i in honest_idx:
         h = sim.heldout.get(i) or []
         if h and (final is None or h[-1][0] > final[0]):
             final = h[-1]
+    if sim.poisoned:
+        # kept out: a load of a poisoned recorded copy that did not end with its parameters
+        detection = (round(1 - poisoned_accepted / len(poisoned_loads), 4) if poisoned_loads
+                     else None)
+    else:
+        detection = (round(1 - included / asked, 4) if asked else
+                     round(1 - len(lies & sim.agreed) / len(lies), 4) if lies else None)
+    joiner = sim.late_joiner
     return {
         "adversaries": sorted(adversaries),
         "final_step": sim.state.step,
@@ -190,9 +219,9 @@ def summarize(sim: Sim, adversaries: dict) -> dict:
         "attacked_results": sum(len(v) for v in attacked.values()),
         "attacked_results_in_honest_applies": included,
         # payload attacks: attacked results kept out of every honest apply; witness attacks:
-        # lies kept out of the agreed parameter hashes
-        "detection_rate": (round(1 - included / asked, 4) if asked else
-                           round(1 - len(lies & sim.agreed) / len(lies), 4) if lies else None),
+        # lies kept out of the agreed parameter hashes; snapshot attacks: loads of a poisoned
+        # recorded snapshot that did not end with its parameters
+        "detection_rate": detection,
         "witness_lies": len(lies),
         "sybils": sim.sybils,
         "rounds_until_removed": rounds_removed,
@@ -202,6 +231,15 @@ def summarize(sim: Sim, adversaries: dict) -> dict:
         "dropped_on_receipt_adversarial": dropped_adv,
         "dropped_on_receipt_honest": dropped_honest,
         "adversary_apply_failures": len(sim.adversary_failures),
+        "poisoned_snapshots_stored": len(sim.poisoned),
+        "poisoned_snapshots_recorded": len(sim.poisoned & sim.recorded),
+        "base_loads": len(sim.loads),
+        "poisoned_base_loads": len(poisoned_loads),
+        "poisoned_base_loads_accepted": poisoned_accepted,
+        "base_loads_failed": sum(used is None for _, _, used, _ in sim.loads),
+        "late_joiner": joiner.index if joiner else None,
+        "late_joiner_trained_steps": (sum(1 for p in sim.published.values()
+                                          if p.client == joiner.index) if joiner else None),
         "final_heldout_step": final[0] if final else None,
         "final_heldout_loss": round(final[1], 5) if final else None,
         "initial_heldout_loss": round(sim.heldout[honest_idx[0]][0][1], 5)

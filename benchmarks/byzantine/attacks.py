@@ -31,6 +31,13 @@ Witness attacks:
   lying_witness  honest results; every witness it sends commits a random parameter hash
 
 And `sybil`: sign_flip, and each time it is removed it joins again with a fresh key.
+
+Snapshot attack (the run gets a snapshot store, every client may checkpoint every 5 steps, and
+an honest client with a fresh key joins half-way and loads its base from the recorded snapshot):
+
+  poisoned_snapshot  trains honestly; every snapshot it stores has its parameters negated, and it
+                     records it under the hash the witnesses agreed on (the only one the
+                     coordinator accepts), so its copy can become the recorded one
 """
 
 from __future__ import annotations
@@ -92,6 +99,11 @@ class Attack:
     def witness(self, args: dict, ctx: dict) -> dict:
         """The witness operation's arguments this client sends (hook for witness attacks)."""
         return args
+
+    def snapshot(self, files: dict, ctx: dict) -> dict | None:
+        """The snapshot files this client stores instead of its honest ones ({name: bytes});
+        None: the honest files. ctx: step, client."""
+        return None
 
 
 class _ValueAttack(Attack):
@@ -235,5 +247,19 @@ class Sybil(SignFlip):
     sybil = True
 
 
+class PoisonedSnapshot(Attack):
+    """Every snapshot it stores holds its parameters negated; the reported hash stays honest."""
+    name = "poisoned_snapshot"
+    late_joiner = True  # the run this attack needs: a store, snapshots, a joiner that loads one
+
+    def snapshot(self, files, ctx):
+        from safetensors.torch import load, save
+
+        from psyche_client.training.stored import WEIGHTS_NAME
+        tensors = {k: -v for k, v in load(files[WEIGHTS_NAME]).items()}
+        return {**files, WEIGHTS_NAME: save(tensors, metadata={"format": "pt"})}
+
+
 ATTACKS = {a.name: a for a in (Noise, SignFlip, Scale100, Flip100, Zeros, Copy, Replay,
-                               Malformed, NanInf, Oversize, LyingWitness, Sybil)}
+                               Malformed, NanInf, Oversize, LyingWitness, Sybil,
+                               PoisonedSnapshot)}

@@ -25,8 +25,11 @@ from dataclasses import dataclass, field
 
 from psyche_client.client import actions as A
 from psyche_client.client.results import TrainingResult
+from psyche_client.client.snapshot_writer import SnapshotWriter
 from psyche_client.client.state_machine import ClientStateMachine
 from psyche_client.identity import Identity
+from psyche_client.training.errors import ModelUnavailable
+from psyche_client.training.stored import open_run_store
 from psyche_client.training.trainer import DistroTrainer
 from psyche_client.training.validation import max_payload_bytes
 from psyche_coordinator_core import (
@@ -51,6 +54,7 @@ class Published:
     client: int
     adversary: bool
     attacked: bool  # the attack changed the payload
+    warming: bool = False  # its sender was warming up: witnessed, never applied (by design)
 
 
 @dataclass
@@ -62,6 +66,7 @@ class Client:
     attack: object = None  # attacks.Attack, or None for an honest client
     previous: bytes | None = None  # its honest payload of the last step it trained
     removed_at: int | None = None  # the step at which its slot stopped being Healthy
+    writer: SnapshotWriter | None = None  # its snapshots' way to the run's store, if it has one
     logs: list = field(default_factory=list)
 
 
@@ -82,8 +87,12 @@ class _Recorder:
 
 
 class Sim:
-    def __init__(self, config, spec, run_seed: int, adversaries: dict, log=None, run_id="byz"):
-        """`adversaries`: {client index: Attack}; the rest are honest."""
+    def __init__(self, config, spec, run_seed: int, adversaries: dict, log=None, run_id="byz",
+                 late_joiner_at: int | None = None):
+        """`adversaries`: {client index: Attack}; the rest are honest. With a snapshot store in
+        the spec every client can checkpoint (StoreSnapshot carried out as the daemon does);
+        `late_joiner_at`: an honest client with a fresh key joins once the run reaches that
+        step (it loads its base from the recorded snapshot)."""
         self.config, self.spec = config, spec
         self.t = T0
         self.log = log or (lambda s: None)
@@ -99,6 +108,12 @@ class Sim:
         self.adversary_failures = []  # applies that raised on an adversary (its own problem)
         self.run_id, self.clients, self.by_key = run_id, [], {}
         self.sybils = 0  # fresh-key clients that came back for removed adversaries
+        self.store = (open_run_store(spec.checkpoint, progress=False)
+                      if spec.checkpoint.store else None)
+        self.poisoned = set()  # store locations of snapshots an attack changed
+        self.recorded = set()  # every snapshot location the coordinator recorded
+        self.loads = []  # (client index, recorded location, location loaded or None, why not)
+        self.late_joiner_at, self.late_joiner = late_joiner_at, None
         for k in range(config.init_min_clients):
             self._new_client(adversaries.get(k))
         for c in self.clients:
@@ -112,9 +127,11 @@ class Sim:
                                 metrics=_Recorder(self.heldout.setdefault(k, [])),
                                 micro_batch_size=8)
         # the daemon's bound: what an honest payload of this model can weigh at most
-        sm = ClientStateMachine(ident.public, ident.public,
+        sm = ClientStateMachine(ident.public, ident.public, can_store=self.store is not None,
                                 max_payload=max_payload_bytes(trainer.layout))
         c = Client(k, ident, sm, trainer, attack)
+        if self.store is not None:
+            c.writer = SnapshotWriter(self.run_id, store=self.store, keep=self.spec.checkpoint.keep)
         self.clients.append(c)
         self.by_key[ident.public] = c
         return c
@@ -137,6 +154,8 @@ class Sim:
             return
         self.state = nxt
         self.agreed.add(nxt.param_hash)
+        if nxt.checkpoint.repo:
+            self.recorded.add(nxt.checkpoint.repo)
         for i, slot in enumerate(nxt.clients):
             c = self.by_key.get(slot.signer)
             if c is not None and slot.state != ClientState.Healthy and c.removed_at is None:
@@ -189,8 +208,20 @@ class Sim:
             case A.Snapshot(step):
                 tr.snapshot(step, False)
             case A.LoadBase():
-                step, digest = tr.load_base(sm.state)
+                recorded = sm.state.checkpoint.repo
+                try:
+                    step, digest = tr.load_base(sm.state)
+                except ModelUnavailable as e:  # the daemon: no base, wait for the next snapshot
+                    self.loads.append((c.index, recorded, None, str(e)))
+                    return sm.base_failed(f"ModelUnavailable: {e}")
+                used = tr.base_location
+                self.loads.append((c.index, recorded, used, None))
                 return sm.base_ready(step, bytes.fromhex(digest))
+            case A.StoreSnapshot(epoch, step, upload):
+                return self._store_snapshot(c, epoch, step, upload)
+            case A.PruneSnapshots():
+                if c.writer is not None:
+                    c.writer.prune()
             case A.ResetToBase():
                 step, digest = tr.reset_to_base()
                 return sm.base_ready(step, bytes.fromhex(digest))
@@ -211,9 +242,24 @@ class Sim:
                 return acts
             case A.Log(text):
                 c.logs.append(text)
-            case _:  # StoreSnapshot, PruneSnapshots: no snapshot store in this run
-                pass
         return []
+
+    def _store_snapshot(self, c: Client, epoch, step, upload) -> list:
+        """The daemon's _store_snapshot, at once: capture, write, upload, report. An attack may
+        change the files (not the hash it reports: that is what the coordinator checks)."""
+        files, digest = c.trainer.capture()
+        changed = c.attack.snapshot(files, {"step": step, "client": c.index}) if c.attack else None
+        if c.writer is None:
+            return []
+        path = c.writer.write(epoch, step, digest, changed or files)
+        if not upload:
+            return []
+        location = c.writer.upload(path)
+        if location is None:
+            return []
+        if changed is not None:
+            self.poisoned.add(location)
+        return c.sm.snapshot_stored(step, bytes.fromhex(digest), location)
 
     def _train(self, c: Client, step, batch) -> list:
         honest = c.trainer.train(step, batch, c.sm.state)
@@ -229,8 +275,12 @@ class Sim:
             self.payloads.setdefault(step, {})[c.index] = honest
         c.previous = honest
         result = TrainingResult.create(c.identity, step, batch, payload)
+        me, st = c.sm.my_index(), self.state
+        rnd = next((r for r in (st.round_back(k) for k in range(len(st.rounds)))
+                    if r is not None and st.round_step(r) == step), None)
+        warming = me is not None and rnd is not None and bool(rnd.warming >> me & 1)
         self.published[(step, c.identity.public)] = Published(step, c.index, c.attack is not None,
-                                                              attacked)
+                                                              attacked, warming)
         return c.sm.trained(step, result)
 
     def _apply(self, c: Client, step, results) -> list:
@@ -255,6 +305,11 @@ class Sim:
             self._set_state(apply(self.state, self.t, "tick"))
         except CoordinatorError:
             pass
+        if (self.late_joiner_at is not None and self.late_joiner is None
+                and self.state.step >= self.late_joiner_at):
+            self.late_joiner = c = self._new_client(None)
+            self.log(f"step {self.state.step}: client {c.index} (honest) joins with a fresh key")
+            self._do(c, c.sm.on_state(self.state, self.t))
         for c in self.clients:
             self._do(c, c.sm.on_timer(self.t))
         self._drain()

@@ -31,11 +31,13 @@ def open_run_store(checkpoint_spec, credentials=None, progress=True):
                       credentials=credentials, progress=progress)
 
 
-def load_stored(model, checkpoint_spec, location: str, expected: str, step: int) -> None:
+def load_stored(model, checkpoint_spec, location: str, expected: str, step: int) -> str:
     """Download the snapshot at `location` from the run's store (anonymous read), copy it into
-    `model` and check its parameters hash to `expected` (hex). Raises ModelUnavailable with the
-    reason otherwise: no store in the spec, store unreachable, snapshot missing or corrupt,
-    another model, another hash."""
+    `model` and check its parameters hash to `expected` (hex). When that copy fails (poisoned by
+    its checkpointer, corrupt, pruned), any other snapshot in the store of the same step that
+    loads to `expected` is the same model: the first such is used. Returns the location loaded.
+    Raises ModelUnavailable with the reason otherwise: no store in the spec, store unreachable,
+    no copy that loads to the recorded hash."""
     from ..snapshots import SnapshotStoreError
     what = f"the recorded snapshot of step {step} ({location[:16]})"
     if not checkpoint_spec.store:
@@ -43,20 +45,44 @@ def load_stored(model, checkpoint_spec, location: str, expected: str, step: int)
                                "store ([checkpoint] store)")
     try:
         store = open_run_store(checkpoint_spec)
+    except SnapshotStoreError as e:
+        raise ModelUnavailable(f"cannot open {checkpoint_spec.store}: {type(e).__name__}: {e}") \
+            from None
+    why = _load_copy(model, store, location, expected, what, checkpoint_spec.store)
+    if why is None:
+        return location
+    try:
+        others = [loc for loc, m in store.list()
+                  if loc != location and m.step == step and m.param_hash == expected]
+    except (SnapshotStoreError, OSError):  # no listing: the recorded copy's reason stands
+        others = []
+    for loc in others:
+        if _load_copy(model, store, loc, expected, what, checkpoint_spec.store) is None:
+            return loc
+    tried = f"; none of the {len(others)} other copies of step {step} in the store loads to " \
+            "it either" if others else ""
+    raise ModelUnavailable(why + tried)
+
+
+def _load_copy(model, store, location, expected, what, where) -> str | None:
+    """Load the snapshot at `location` into `model`; None when its parameters hash to
+    `expected`, else why not."""
+    from ..snapshots import SnapshotStoreError
+    try:
         with tempfile.TemporaryDirectory(prefix="psyche-snapshot-") as tmp:
             dest = Path(tmp) / "snapshot"
             store.get(location, dest)
             data = (dest / WEIGHTS_NAME).read_bytes()
     except SnapshotStoreError as e:
-        raise ModelUnavailable(f"cannot get {what} from {checkpoint_spec.store}: "
-                               f"{type(e).__name__}: {e}") from None
+        return f"cannot get {what} from {where}: {type(e).__name__}: {e}"
     except OSError as e:  # the snapshot lacks the weights file, or the disk is full
-        raise ModelUnavailable(f"cannot read {what}: {e}") from None
+        return f"cannot read {what}: {e}"
     try:
         load_snapshot(model, data)
     except SnapshotError as e:
-        raise ModelUnavailable(f"{what} does not fit the run's model: {e}") from None
+        return f"{what} does not fit the run's model: {e}"
     got = parameter_hash(model)
     if got != expected:
-        raise ModelUnavailable(f"{what} loads to params {got[:16]}, not the {expected[:16]} "
-                               "the coordinator recorded")
+        return (f"{what} loads to params {got[:16]}, not the {expected[:16]} the coordinator "
+                "recorded")
+    return None

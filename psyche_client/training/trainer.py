@@ -91,6 +91,13 @@ class Metrics:
                            step=record.get("step"))
 
 
+def _copy(recorded: str, used: str) -> str:
+    if used == recorded:
+        return recorded[:16]
+    return (f"{used[:16]}: the recorded copy {recorded[:16]} did not load to the recorded hash, "
+            "another copy of the same parameters did")
+
+
 class DistroTrainer:
     def __init__(self, spec, run_id: str, identity, log=None, metrics=None, device="cpu",
                  micro_batch_size=8, data_parallelism=1):
@@ -113,6 +120,7 @@ class DistroTrainer:
         self.replicas_stale = False  # data-parallel replicas hold rank 0's lookahead parameters
         self.total_steps = None  # the run's, for the learning-rate schedule
         self.base = None  # (step, parameters on the CPU) a syncing client replays from
+        self.base_location = None  # the store location the base came from (None: the run seed)
         self.last_loss = None
 
     # ---------------------------------------------------------------- setup
@@ -159,8 +167,8 @@ class DistroTrainer:
             self._load_from_peers(model, state, fetch_snapshot)
             source = f"the peers' snapshot for step {state.step}"
         elif kind == CheckpointKind.Stored:
-            load_stored(model, self.spec.checkpoint, ck.repo, ck.hash.hex(), ck.step)
-            source = f"the recorded snapshot of step {ck.step} ({ck.repo[:16]})"
+            used = load_stored(model, self.spec.checkpoint, ck.repo, ck.hash.hex(), ck.step)
+            source = f"the recorded snapshot of step {ck.step} ({_copy(ck.repo, used)})"
         sources = {CheckpointKind.P2P: "peers", CheckpointKind.Stored: "store"}
         digest = self._install(model, state, state.step, source, sources.get(kind, "seed"))
         self.evaluate(epoch, state.step - 1)
@@ -176,10 +184,11 @@ class DistroTrainer:
         self.total_steps = config.total_steps if config is not None else None
         model = build_model(self.spec.model, state.run_seed, self.device)
         if ck.hash != bytes(32):
-            load_stored(model, self.spec.checkpoint, ck.repo, ck.hash.hex(), ck.step)
-            step, source, kind = ck.step, f"the recorded snapshot of step {ck.step}", "store"
+            used = load_stored(model, self.spec.checkpoint, ck.repo, ck.hash.hex(), ck.step)
+            step, kind, self.base_location = ck.step, "store", used
+            source = f"the recorded snapshot of step {ck.step} ({_copy(ck.repo, used)})"
         elif ck.kind == CheckpointKind.Dummy:
-            step, source, kind = 1, "the run seed", "seed"
+            step, source, kind, self.base_location = 1, "the run seed", "seed", None
         else:
             raise ModelUnavailable(f"no snapshot is recorded and the run is at step {state.step}"
                                    ": nothing to replay from")

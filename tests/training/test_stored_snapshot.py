@@ -1,8 +1,8 @@
 """Snapshots in the run's store (training/stored.py, the trainer's capture and Stored prepare):
 a captured snapshot loads in transformers and into a new client's model with the recorded
 hash; a client never trains from anything else (another hash, no store, an unreachable store,
-the run seed past the first step), and keeps held parameters only when they are the recorded
-ones."""
+the run seed past the first step), passes over a poisoned recorded copy for another copy of the
+same parameters, and keeps held parameters only when they are the recorded ones."""
 
 import socket
 from types import SimpleNamespace
@@ -19,6 +19,7 @@ from psyche_client.training.errors import ModelUnavailable  # noqa: E402
 from psyche_client.training.model import build_model, parameter_hash  # noqa: E402
 from psyche_client.training.snapshot import encode_snapshot  # noqa: E402
 from psyche_client.training.spec import ModelSpec, RunSpec  # noqa: E402
+from psyche_client.training.stored import hf_files  # noqa: E402
 from psyche_client.training.trainer import DistroTrainer  # noqa: E402
 from psyche_coordinator_core import Checkpoint, CheckpointKind  # noqa: E402
 
@@ -89,6 +90,33 @@ def test_held_parameters_are_kept_only_when_they_are_the_recorded_ones(tmp_path)
     t.model, t.params_step = build_model(SPEC, 5), 40
     assert t.prepare(1, _stored(location, digest), None) == digest
     assert parameter_hash(t.model) == digest
+
+
+def test_a_poisoned_recorded_copy_is_passed_over_for_another_copy_of_the_same_parameters(
+        tmp_path):
+    # a checkpointer stored other weights under the agreed hash, and its copy was recorded;
+    # an honest checkpointer's copy of the same step is in the store too
+    trained = build_model(SPEC, 99)
+    digest = parameter_hash(trained)
+    store, honest, _ = _store_snapshot(tmp_path / "honest", trained)
+    poisoned_model = build_model(SPEC, 99)
+    with torch.no_grad():
+        for p in poisoned_model.parameters():
+            p.neg_()
+    files = hf_files(poisoned_model)
+    path = write_snapshot_dir(tmp_path / "out-poisoned", run_id="run", epoch=0, step=39,
+                              param_hash=digest, files=files)  # the lie: the agreed hash
+    poisoned = store.put(path)
+    assert poisoned != honest
+    t = _trainer(tmp_path / "joiner", store=str(tmp_path / "honest" / "store"))
+    assert t.load_base(_stored(poisoned, digest)) == (39, digest)
+    assert parameter_hash(t.model) == digest and t.base_location == honest
+    # with no other copy in the store, nothing is loaded
+    lone = LocalStore(tmp_path / "lone", progress=False)
+    only = lone.put(path)
+    t = _trainer(tmp_path / "joiner2", store=str(tmp_path / "lone"))
+    with pytest.raises(ModelUnavailable, match="not the .* the coordinator recorded"):
+        t.load_base(_stored(only, digest))
 
 
 def _closed_port() -> int:
