@@ -4,15 +4,18 @@ DistroTrainer per client, and a synchronous, deterministic shell in the daemon's
 The shell does what `psyche_client/client/daemon.py`'s `_run` does for every action, but at once
 and in order: Send applies the operation to the core at the simulated time (the new state goes to
 every machine, the answer to the sender's `op_finished`); Prepare, Train, Apply, Validate,
-Verify, Evaluate and Snapshot call the client's trainer; Publish hands the result to every other
-client's `on_result` (the network: everyone gets everything, instantly); LoadBase, ResetToBase,
-FetchApplied and FetchResults are served from the peers' machines and trainers. Adversaries'
+Verify, Evaluate and Snapshot call the client's trainer; StoreSnapshot and PruneSnapshots go
+through the client's SnapshotWriter to the run's store (a local directory, when the spec names
+one); Publish hands the result to every other client's `on_result` (the network: everyone gets
+everything, instantly); LoadBase, ResetToBase, FetchApplied and FetchResults are served from the
+store and the peers' machines and trainers. Adversaries'
 Train actions run after everything else queued (they are the slowest clients), so an attack can
 see the round's honest results. The clock only moves when nothing is left to do: to the core's
 next deadline (`tick_deadline`), where a tick is sent and every machine's timer runs.
 
-What it records: every result published (by whom, whether an attack changed it), every set each
-client was asked to apply, the first step at which each client's slot stopped being Healthy, the
+What it records: every result published (by whom, whether an attack changed it), the set each
+client's trainer applied (after the screen), every base load and the snapshots recorded, the
+first step at which each client's slot stopped being Healthy, the
 results the machines dropped, and a failure (an honest client's apply raising, or the run not
 finishing), which ends the run."""
 
