@@ -16,15 +16,19 @@ Runs, in order: honest with the plain mean (clip and screen off) and honest with
 aggregation (--clip, and the apply-time screen unless --no-screen): the cost of robust
 aggregation, `robust_aggregation_honest_loss_ratio` = held-out loss robust / plain, averaged over
 --seed and --extra-seeds (a pair per seed; one trajectory moves ~1 % between seeds); then one
-run per attack with robust aggregation. Measured per attack:
+run per attack with robust aggregation, and last the attack runs' honest clients alone (6 of 8:
+the same config with --clients - --adversaries clients). Measured per attack:
   detection_rate           share of the attacked results (published by adversaries, changed by
-                           the attack) that honest clients' applies left out
+                           the attack, outside a joiner's warm-up) that honest clients' applies
+                           left out; lying_witness: its hashes never agreed; poisoned_snapshot:
+                           loads of a poisoned recorded copy that did not end with its weights
   rounds_until_removed     steps from the first attacked step until every adversary's slot was
                            no longer Healthy (null: some adversary never was)
   honest_results_rejected  honest results missing from an honest client's applied set
   honest_clients_removed   honest clients whose slot stopped being Healthy
-  heldout_loss_ratio       final held-out loss / the honest run's (same clip); null when the
-                           run failed
+  heldout_loss_ratio       final held-out loss / the honest clients' run alone (the issue's
+                           baseline); null when the run failed. Also against the run of all
+                           8 honest (heldout_loss_ratio_vs_all_honest)
   outcome                  "finished", or why it did not: an honest client's apply raising ends
                            the run (the daemon would log it and go on with a model the others
                            do not have), as does not finishing in time (stalled)
@@ -69,19 +73,21 @@ def make_data(root: Path) -> Path:
     return root
 
 
-def make_run(args, data: Path, clip: float, screen: bool, store: str | None = None):
+def make_run(args, data: Path, clip: float, screen: bool, store: str | None = None,
+             clients: int | None = None):
     """The run's config and spec; with `store`, a snapshot store every client may write to,
-    snapshots every 5 steps and room for one more client (a late joiner)."""
+    snapshots every 5 steps and room for one more client (a late joiner); `clients`: another
+    number of clients than --clients (the honest clients alone)."""
+    n = clients or args.clients
     from psyche_client.training.spec import RunSpec
     from psyche_coordinator_core import RunConfig
 
     config = RunConfig(
-        max_clients=args.clients + 1 if store else args.clients,
+        max_clients=n + 1 if store else n,
         warmup_time=30, cooldown_time=2, max_round_train_time=30, round_witness_time=1,
         epoch_time=10 * args.steps + 1000, total_steps=args.steps, max_seq_len=args.seq_len,
-        min_clients=2, init_min_clients=args.clients, witness_nodes=0,
-        global_batch_size_start=args.clients * args.batch,
-        global_batch_size_end=args.clients * args.batch,
+        min_clients=2, init_min_clients=n, witness_nodes=0,
+        global_batch_size_start=n * args.batch, global_batch_size_end=n * args.batch,
         waiting_for_members_extra_time=1, verification_percent=args.verification_percent,
         # strangers may join mid-epoch (a Sybil does): one syncing at a time, 2 warm-up rounds
         max_syncing=1, sync_warmup_rounds=2, kept_rounds=args.steps + 8,
@@ -101,18 +107,18 @@ def make_run(args, data: Path, clip: float, screen: bool, store: str | None = No
     return config, spec
 
 
-def one_run(args, data, clip, attack_name=None, screen=True, seed=None) -> dict:
+def one_run(args, data, clip, attack_name=None, screen=True, seed=None, clients=None) -> dict:
     cls = ATTACKS[attack_name] if attack_name else None
     if cls is not None and getattr(cls, "late_joiner", False):
         with tempfile.TemporaryDirectory(prefix="byzantine-store-") as store:
-            return _one_run(args, data, clip, attack_name, screen, seed, store)
-    return _one_run(args, data, clip, attack_name, screen, seed, None)
+            return _one_run(args, data, clip, attack_name, screen, seed, store, clients)
+    return _one_run(args, data, clip, attack_name, screen, seed, None, clients)
 
 
-def _one_run(args, data, clip, attack_name, screen, seed, store) -> dict:
+def _one_run(args, data, clip, attack_name, screen, seed, store, clients) -> dict:
     from psyche_client.training.model import parameter_hash
 
-    config, spec = make_run(args, data, clip, screen, store)
+    config, spec = make_run(args, data, clip, screen, store, clients)
     adversaries = {}
     if attack_name:
         cls = ATTACKS[attack_name]
@@ -120,7 +126,8 @@ def _one_run(args, data, clip, attack_name, screen, seed, store) -> dict:
         adversaries = {k: cls(seed=1000 + k)
                        for k in range(args.clients - args.adversaries, args.clients)}
     label = attack_name or (f"honest (clip {clip:g}, screen {'on' if screen else 'off'}"
-                            + (f", seed {seed})" if seed is not None else ")"))
+                            + (f", seed {seed}" if seed is not None else "")
+                            + (f", {clients} clients alone)" if clients else ")"))
     started = time.time()
 
     def progress(step, elapsed):
@@ -333,11 +340,16 @@ def main(argv=None) -> int:
     for name in names:
         print(f"attack {name}: clients {args.clients - args.adversaries}..{args.clients - 1} "
               "adversarial", flush=True)
-        attacks[name] = row = one_run(args, data, clip, name, screen=not args.no_screen)
-        base = honest["robust"].get("final_heldout_loss")
-        loss = row.get("final_heldout_loss")
-        row["heldout_loss_ratio"] = (round(loss / base, 4) if row["outcome"] == "finished"
-                                     and loss and base else None)
+        attacks[name] = one_run(args, data, clip, name, screen=not args.no_screen)
+    if "alone" not in honest:  # the issue's baseline: the honest clients of an attack run alone
+        honest["alone"] = one_run(args, data, clip, screen=not args.no_screen,
+                                  clients=args.clients - args.adversaries)
+    alone, everyone = (honest[k].get("final_heldout_loss") for k in ("alone", "robust"))
+    for row in attacks.values():
+        loss = row.get("final_heldout_loss") if row["outcome"] == "finished" else None
+        row["heldout_loss_ratio"] = round(loss / alone, 4) if loss and alone else None
+        row["heldout_loss_ratio_vs_all_honest"] = (round(loss / everyone, 4)
+                                                   if loss and everyone else None)
     off, on = honest.get("plain", {}), honest["robust"]
     # the cost of robust aggregation, per run seed: one 40-step trajectory moves by about 1 %
     # between seeds, so the headline is the mean over the seeds
@@ -368,6 +380,7 @@ def main(argv=None) -> int:
         "robust_aggregation_seeds": len(cost),
         "honest_heldout_loss_plain": off.get("final_heldout_loss"),
         "honest_heldout_loss_robust": on.get("final_heldout_loss"),
+        "honest_alone_heldout_loss": honest["alone"].get("final_heldout_loss"),
         "initial_heldout_loss": on.get("initial_heldout_loss"),
         "clip": clip,
         "screen": not args.no_screen,
