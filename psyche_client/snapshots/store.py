@@ -12,7 +12,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import SnapshotCorrupt, SnapshotNotFound, SnapshotStoreError
+from .errors import ManifestInvalid, SnapshotCorrupt, SnapshotNotFound, SnapshotStoreError
 from .fsio import fsync_path, publish, write_durable
 from .hashing import BackgroundSha256, file_sha256_in_background
 from .manifest import MANIFEST_NAME, Manifest, is_location
@@ -191,13 +191,18 @@ class SnapshotStore:
                               f"manifest: blobs/{entry.sha256} is corrupt")
 
     def list(self) -> list:
-        """[(location, Manifest)] of every complete snapshot, oldest step first."""
+        """[(location, Manifest)] of every complete snapshot, oldest step first (manifests that
+        do not hash to their location or do not parse are left out)."""
         found = []
         for location in self._manifest_locations():
             try:
                 found.append((location, self.manifest(location)))
             except SnapshotNotFound:
                 continue  # pruned between the listing and the read
+            except (SnapshotCorrupt, ManifestInvalid):
+                # not a snapshot anyone can load: skipped, so one bad manifest written into a
+                # shared store cannot hide the good ones from a loader looking for another copy
+                continue
         return sorted(found, key=lambda lm: (lm[1].step, lm[1].epoch, lm[0]))
 
     def prune(self, keep: int) -> list:

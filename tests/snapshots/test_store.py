@@ -154,3 +154,10 @@ def test_a_put_of_a_tampered_snapshot_fails_and_leaves_nothing(store, tmp_path):
         store.put(snap)
     assert store.list() == []
     assert model.sha256 not in store._blob_locations()
+
+
+def test_a_bad_manifest_does_not_hide_the_good_snapshots(store, tmp_path):
+    # anyone with write access to a shared store could drop junk where manifests live
+    good = store.put(make_snapshot(tmp_path / "ck", step=10, model_bytes=1024))
+    store._put_manifest("ab" * 32, b"not a manifest")  # does not hash to its location
+    assert [loc for loc, _ in store.list()] == [good]
