@@ -151,17 +151,22 @@ class ClientStateMachine:
         if assigned is None:
             self.early.setdefault(r.step, []).append(r)
             return []
-        if not self._assigned(r, assigned):
-            return self._reject(r, "not the assigned trainer of that batch")
-        if self._decided(r.step, r.batch) or r.commitment in self.validating:
-            return []
+        passed = self._passed_over(r, assigned)
+        if passed is not None:
+            return passed
         self.validating.add(r.commitment)
         return [Validate(r)]
 
-    def _assigned(self, r: TrainingResult, assigned: dict) -> bool:
-        """The result's signer is the trainer its round assigned its batch to."""
+    def _passed_over(self, r: TrainingResult, assigned: dict) -> list[Action] | None:
+        """None when a result of a round whose assignments are known is worth validating; else
+        what to do instead: refuse it (its signer is not the batch's assigned trainer) or drop
+        it (the first result of a batch counts: a later one is not looked at)."""
         owner = next((i for i, b in assigned.items() if b == r.batch), None)
-        return owner is not None and self.state.clients[owner].signer == r.trainer
+        if owner is None or self.state.clients[owner].signer != r.trainer:
+            return self._reject(r, "not the assigned trainer of that batch")
+        if self._decided(r.step, r.batch) or r.commitment in self.validating:
+            return []
+        return None
 
     def _decided(self, step: int, batch) -> bool:
         """A result of this batch was taken, or its trainer's was found bad: the first counts."""
@@ -322,10 +327,9 @@ class ClientStateMachine:
             return self._reject(r, why)
         assigned = self.assignments.get(r.step)
         if assigned is not None:
-            if not self._assigned(r, assigned):
-                return self._reject(r, "not the assigned trainer of that batch")
-            if self._decided(r.step, r.batch) or r.commitment in self.validating:
-                return []  # the first result of a batch counts: a later one is not looked at
+            passed = self._passed_over(r, assigned)
+            if passed is not None:
+                return passed
         why = r.check(self.max_payload)
         if why:
             return self._reject(r, why)
