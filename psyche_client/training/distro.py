@@ -58,7 +58,7 @@ from typing import Iterable, Sequence
 import torch
 
 from .dct import ChunkedDCT, as_2d_shape, decode_sign
-from .screen import LeftOut
+from .screen import LeftOut, sumsq
 from .screen import screen as screen_round
 
 FLOAT_VALUE_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -142,8 +142,7 @@ def value_norm(sp: SparseParam) -> float:
     """The L2 norm of a result's values for one parameter, the same float64 on every machine:
     the squares of float32/bf16/fp16 values are exact in float64, ``math.fsum`` rounds their sum
     correctly whatever the order, and ``math.sqrt`` is correctly rounded."""
-    v = sp.dense_values(torch.float64).to("cpu").reshape(-1)
-    return math.sqrt(math.fsum((v * v).tolist()))
+    return math.sqrt(sumsq(sp.dense_values(torch.float64).to("cpu")))
 
 
 class DistroOptimizer:

@@ -51,13 +51,21 @@ class LeftOut:
     why: str
 
 
-def _values(sp) -> torch.Tensor:
-    return sp.dense_values(torch.float64).to("cpu")
+def sumsq(values: torch.Tensor) -> float:
+    """The sum of the squares of float64 values, correctly rounded whatever the order (the
+    squares of float32/bf16/fp16 values are exact in float64)."""
+    return math.fsum((values * values).reshape(-1).tolist())
 
 
-def _sumsq(result) -> float:
-    return math.fsum(math.fsum((v * v).reshape(-1).tolist())
-                     for v in map(_values, result.params))
+class _Widened:
+    """A result's per-parameter (indices, float64 values) on the CPU, converted once: every pass
+    of the screen reads them again."""
+
+    def __init__(self, result):
+        self.key = result.key
+        self.params = [(sp.indices.to("cpu"), sp.dense_values(torch.float64).to("cpu"))
+                       for sp in result.params]
+        self.sumsq = math.fsum(sumsq(v) for _, v in self.params)
 
 
 def _reference(results: Sequence, transforms, vote: bool) -> list[torch.Tensor]:
@@ -68,8 +76,8 @@ def _reference(results: Sequence, transforms, vote: bool) -> list[torch.Tensor]:
     for i, t in enumerate(transforms):
         s = torch.zeros(t.nchunks, t.totalk, dtype=torch.float64)
         for r in results:
-            v = _values(r.params[i])
-            s.scatter_add_(1, r.params[i].indices.to("cpu"), torch.sign(v) if vote else v)
+            idx, v = r.params[i]
+            s.scatter_add_(1, idx, torch.sign(v) if vote else v)
         out.append(s)
     return out
 
@@ -77,9 +85,8 @@ def _reference(results: Sequence, transforms, vote: bool) -> list[torch.Tensor]:
 def _dot(result, reference: list[torch.Tensor], own: str | None) -> float:
     """dot(v, reference - v's own share in it): own is "values", "votes" or None (not in it)."""
     parts = []
-    for sp, ref in zip(result.params, reference):
-        v = _values(sp)
-        rest = ref.gather(1, sp.indices.to("cpu"))
+    for (idx, v), ref in zip(result.params, reference):
+        rest = ref.gather(1, idx)
         if own is not None:
             rest = rest - (torch.sign(v) if own == "votes" else v)
         parts.append(math.fsum((v * rest).reshape(-1).tolist()))
@@ -93,17 +100,17 @@ def screen(ordered: Sequence, transforms) -> list[LeftOut]:
     if len(ordered) < MIN_RESULTS:
         return []
     out = []
-    sumsq = {r.key: _sumsq(r) for r in ordered}
-    norms = sorted(math.sqrt(x) for x in sumsq.values())
+    widened = [_Widened(r) for r in ordered]
+    norms = sorted(math.sqrt(w.sumsq) for w in widened)
     m = len(norms) // 2
     median = norms[m] if len(norms) % 2 else (norms[m - 1] + norms[m]) / 2
     kept = []
-    for r in ordered:
-        norm = math.sqrt(sumsq[r.key])
+    for w in widened:
+        norm = math.sqrt(w.sumsq)
         if median > 0 and norm > NORM_LIMIT * median:
-            out.append(LeftOut(r.key, f"its norm is {norm / median:.0f}x the round's median"))
+            out.append(LeftOut(w.key, f"its norm is {norm / median:.0f}x the round's median"))
         else:
-            kept.append(r)
+            kept.append(w)
     if len(kept) < MIN_RESULTS:
         return out
     # pass 1: against the others' sign votes (one vote each, so a few large results cannot
@@ -117,8 +124,8 @@ def screen(ordered: Sequence, transforms) -> list[LeftOut]:
         if dots[worst.key] >= 0 or 2 * (len(kept) - len(active) + 1) >= len(kept):
             break
         active.remove(worst)
-        for sp, ref in zip(worst.params, votes):
-            ref.scatter_add_(1, sp.indices.to("cpu"), -torch.sign(_values(sp)))
+        for (idx, v), ref in zip(worst.params, votes):
+            ref.scatter_add_(1, idx, -torch.sign(v))
     agreeing = [r for r in active if dots[r.key] > 0]
     if 2 * len(agreeing) <= len(kept):
         return out  # no majority direction this round

@@ -391,11 +391,13 @@ class DistroTrainer:
                 self.log(f"apply step {step}: left out the result of {r.trainer.hex()[:8]} "
                          f"for {r.batch}: {e}")
         left_out = {x.key: x.why for x in self.optimizer.apply_results(peers, self._lr(step))}
+        results = []
         for peer, r in zip(peers, applied):
             if peer.key in left_out:
                 self.log(f"apply step {step}: the screen left out the result of "
                          f"{r.trainer.hex()[:8]} for {r.batch}: {left_out[peer.key]}")
-        results = [r for peer, r in zip(peers, applied) if peer.key not in left_out]
+            else:
+                results.append(r)
         self.applied_step = step
         if self.group is not None:
             self.group.sync_params(self.model)
