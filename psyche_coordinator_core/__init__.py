@@ -2,7 +2,14 @@
 data assignment, witness blooms and the canonical state bytes. No I/O, no clock, no randomness
 but the run seed."""
 
-from .assignment import BatchId, assign_batches, assign_verifications, batch_size, round_batch_size
+from .assignment import (
+    BatchId,
+    assign_batches,
+    assign_verifications,
+    batch_size,
+    round_batch_size,
+    verification_sample,
+)
 from .bloom import WitnessBloom, bloom_contains, bloom_of
 from .canonical import STATE_SIZE, LayoutError, from_bytes, state_hash, to_bytes
 from .committee import RoundCommittee, expected_witnesses, param_quorum, witness_quorum
@@ -40,5 +47,5 @@ __all__ = [
     "assign_verifications", "batch_size", "bloom_contains", "bloom_of", "expected_witnesses",
     "from_bytes", "is_healthy", "new_run", "param_quorum", "round_batch_size", "round_seed",
     "state_hash",
-    "tick_deadline", "to_bytes", "trainer_score", "witness_quorum",
+    "tick_deadline", "to_bytes", "trainer_score", "verification_sample", "witness_quorum",
 ]

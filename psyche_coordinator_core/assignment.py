@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from .committee import RoundCommittee
 from .config import RunConfig
+from .constants import VERIFY_SAMPLE
 from .shuffle import lcg_shuffle
 from .state import Round
 
@@ -58,13 +59,36 @@ def assign_batches(config: RunConfig, rnd: Round, committee: RoundCommittee = No
     return out
 
 
+def _verify_order(rnd: Round, batches: dict) -> list:
+    """The round's trainers in the order verifiers are given them: a reversed seeded shuffle."""
+    return list(reversed(lcg_shuffle(sorted(batches), rnd.random_seed ^ 0x5645524946590000)))
+
+
 def assign_verifications(config: RunConfig, rnd: Round, committee: RoundCommittee = None) -> dict:
     """{verifier_index: BatchId}: verifier j re-checks the batch of the j-th trainer in the
-    reversed shuffle order, so verification falls on trainers spread across the round."""
+    reversed shuffle order, so verification falls on trainers spread across the round (the
+    first of its `verification_sample`)."""
     committee = committee or RoundCommittee(rnd, config.witness_nodes, config.verification_percent)
     batches = assign_batches(config, rnd, committee)
-    order = list(reversed(lcg_shuffle(sorted(batches), rnd.random_seed ^ 0x5645524946590000)))
+    order = _verify_order(rnd, batches)
     verifiers = committee.verifier_indices()
     if not order:
         return {}
     return {v: batches[order[j % len(order)]] for j, v in enumerate(verifiers)}
+
+
+def verification_sample(config: RunConfig, rnd: Round, verifier: int,
+                        committee: RoundCommittee = None) -> list:
+    """The trainers (client indices) elected verifier `verifier` judges this round, and the only
+    ones its evidence may name: with m verifiers, the j-th (in index order) takes positions j,
+    j + m, j + 2m, ... of the verification order, at most VERIFY_SAMPLE of them; a verifier past
+    the last trainer takes position j mod n, as assign_verifications. [] for a non-verifier."""
+    committee = committee or RoundCommittee(rnd, config.witness_nodes, config.verification_percent)
+    verifiers = committee.verifier_indices()
+    order = _verify_order(rnd, assign_batches(config, rnd, committee))
+    if verifier not in verifiers or not order:
+        return []
+    j, m = verifiers.index(verifier), len(verifiers)
+    if j >= len(order):
+        return [order[j % len(order)]]
+    return order[j::m][:VERIFY_SAMPLE]

@@ -16,7 +16,7 @@ Fixed size, little-endian, every padding byte explicit and zero. Offsets (bytes)
   pending            [Client; 256]
   rounds             [Round; 4]  height:u32 participant_count:u16 witnesses_len:u16
                      data_index:u64 random_seed:u64 participants[32] warming[32]
-                     (bit i = client i, LSB first)
+                     accused[32]   (bit i = client i, LSB first)
                      [Witness; 32]  index:u16 _pad[6] broadcast_merkle[32] param_hash[32]
                                     participant_bloom[356] broadcast_bloom[356]   (784 each)
 
@@ -60,7 +60,7 @@ CONFIG_FIELDS = ("warmup_time", "cooldown_time", "max_round_train_time", "round_
                  "waiting_for_members_extra_time", "sync_warmup_rounds", "flops_per_token",
                  "tokens_per_compute_point", "points_cap", "presence_points", "evidence_quorum")
 CLIENT_FORMAT = "<32s32s32sBBxxIQQ32s"
-ROUND_HEAD_FORMAT = "<IHHQQ32s32s"
+ROUND_HEAD_FORMAT = "<IHHQQ32s32s32s"
 WITNESS_HEAD_FORMAT = "<H6x32s32s"
 HASHES_FORMAT = "<32s32s32sIII4x"
 VERSION_OFFSET = 92
@@ -81,7 +81,7 @@ STATE_SIZE = ROUNDS_OFFSET + NUM_STORED_ROUNDS * ROUND_SIZE
 
 assert (HEADER_SIZE, CONFIG_SIZE, CLIENT_SIZE, WITNESS_SIZE) == (96, 112, 152, 784)
 assert (REPO_OFFSET, HASHES_OFFSET, CLIENTS_OFFSET) == (208, 336, 448)
-assert ROUND_SIZE % 8 == 0 and STATE_SIZE == 178976
+assert ROUND_SIZE % 8 == 0 and STATE_SIZE == 179104
 
 
 class LayoutError(ValueError):
@@ -120,7 +120,8 @@ def _encode_witness(w: Witness) -> bytes:
 def _encode_round(r: Round) -> bytes:
     head = struct.pack(ROUND_HEAD_FORMAT, r.height, bin(r.participants).count("1"),
                        len(r.witnesses), r.data_index, r.random_seed,
-                       r.participants.to_bytes(32, "little"), r.warming.to_bytes(32, "little"))
+                       r.participants.to_bytes(32, "little"), r.warming.to_bytes(32, "little"),
+                       r.accused.to_bytes(32, "little"))
     body = b"".join(_encode_witness(w) for w in r.witnesses)
     return head + body.ljust(MAX_WITNESSES * WITNESS_SIZE, b"\0")
 
@@ -164,11 +165,12 @@ def _decode_clients(data: bytes, offset: int, count: int) -> list:
 
 
 def _decode_round(data: bytes, offset: int) -> Round:
-    height, count, n_wit, data_index, seed, bitmap, warm = struct.unpack_from(ROUND_HEAD_FORMAT,
-                                                                               data, offset)
+    (height, count, n_wit, data_index, seed, bitmap, warm,
+     acc) = struct.unpack_from(ROUND_HEAD_FORMAT, data, offset)
     participants, warming = int.from_bytes(bitmap, "little"), int.from_bytes(warm, "little")
+    accused = int.from_bytes(acc, "little")
     if (bin(participants).count("1") != count or n_wit > MAX_WITNESSES
-            or warming & ~participants):
+            or warming & ~participants or accused & ~participants):
         raise LayoutError("round counts do not match its contents")
     witnesses, pos = [], offset + struct.calcsize(ROUND_HEAD_FORMAT)
     head = struct.calcsize(WITNESS_HEAD_FORMAT)
@@ -182,7 +184,7 @@ def _decode_round(data: bytes, offset: int) -> Round:
         except Exception as e:  # MalformedBloom
             raise LayoutError(str(e)) from None
         pos += WITNESS_SIZE
-    return Round(height, data_index, seed, participants, warming, witnesses)
+    return Round(height, data_index, seed, participants, warming, accused, witnesses)
 
 
 def layout_version_of(data: bytes) -> int:

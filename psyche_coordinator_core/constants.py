@@ -15,9 +15,13 @@ ZERO_HASH = bytes(PARAM_HASH_LEN)
 # 1: the layout before the version existed (those 4 bytes were zero padding); 2: parameter hashes;
 # 3: client phases (join mid-epoch), the rounds' warming mask, the join settings;
 # 4: points (each client's identity and unsettled presence and sequences, the points settings);
-# 5: evidence (each client's accusers mask, the config's evidence_quorum, client state Evicted).
-LAYOUT_VERSION = 5
-MAX_SYNC_WARMUP_ROUNDS = 32  # the most rounds a synced client may warm up for
+# 5: evidence (each client's accusers mask, the config's evidence_quorum, client state Evicted);
+# 6: the rounds' accused mask (results a verifier judged bad: left out of the round's apply).
+LAYOUT_VERSION = 6
+MAX_SYNC_WARMUP_ROUNDS = 32
+# Trainers one elected verifier judges per round at most (`verification_sample`): its evidence
+# may name only those, which bounds how many honest results one lying verifier can leave out.
+VERIFY_SAMPLE = 3  # the most rounds a synced client may warm up for
 
 # Witness bloom filters (pybloom-live, partitioned). capacity 256 and error rate 0.005 give
 # 8 slices of 353 bits hashed with XXH3-128: about 0.5% false positives at 256 items, under

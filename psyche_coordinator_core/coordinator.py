@@ -6,7 +6,7 @@ sysvar on chain); randomness comes only from the run seed mixed with epoch, step
 
 from dataclasses import replace
 
-from .assignment import assign_batches, round_batch_size
+from .assignment import assign_batches, round_batch_size, verification_sample
 from .bloom import bloom_contains, check_bloom_bytes
 from .committee import RoundCommittee, expected_witnesses, param_quorum, witness_quorum
 from .config import RunConfig
@@ -543,9 +543,13 @@ def health_check(s: CoordinatorState, now: int, signer: bytes, index: int, targe
 def evidence(s: CoordinatorState, now: int, signer: bytes, index: int, step: int,
              target: int) -> None:
     """An elected verifier of the round that trains `step` (this one or the one before) says the
-    result that client `target` sent for it is bad. Once `evidence_quorum` distinct verifiers
-    have, the target is Evicted: out of the epoch, its slot's unsettled points forfeited, its
-    join for the next epoch removed; it cannot join again before the next epoch starts."""
+    result that client `target` sent for it is bad; `target` must be in the verifier's
+    `verification_sample`. The round's `accused` mask gets the target: every client leaves that
+    result out of the round's apply (the round is final, and the mask frozen, once the next
+    round's witness phase is over, which is exactly when evidence for it stops being taken).
+    Once `evidence_quorum` distinct verifiers have accused the target in the epoch, it is
+    Evicted: out of the epoch, its slot's unsettled points forfeited, its join for the next
+    epoch removed; it cannot join again before the next epoch starts."""
     _require_round(s, "evidence")
     index = _sender(s, signer, index)
     rnd = None
@@ -562,12 +566,16 @@ def evidence(s: CoordinatorState, now: int, signer: bytes, index: int, step: int
     if target not in assign_batches(s.config, rnd, committee):
         raise CoordinatorError("InvalidEvidence",
                                f"client {target} trained no batch in step {step}")
+    if target not in verification_sample(s.config, rnd, index, committee):
+        raise CoordinatorError("InvalidEvidence", f"client {target} is not in the sample of "
+                               f"verifier {index} for step {step}")
     c = s.clients[target]
     if c.state != ClientState.Healthy:
         raise CoordinatorError("InvalidEvidence", f"client {target} is {c.state.name}")
     bit = 1 << index
-    if c.accusers & bit:
+    if c.accusers & bit and rnd.accused >> target & 1:
         raise CoordinatorError("AlreadyAccused", f"client {index} already accused client {target}")
+    rnd.accused |= 1 << target
     c = replace(c, accusers=c.accusers | bit)
     if bin(c.accusers).count("1") >= s.config.evidence_quorum:
         c = replace(c, state=ClientState.Evicted, presence=0, sequences=0)

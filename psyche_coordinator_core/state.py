@@ -125,6 +125,9 @@ class Round:
     random_seed: int = 0
     participants: int = 0  # bitmask over `clients` indices: who takes part in this round
     warming: int = 0  # participants WarmingUp at the round's start: trained, never applied
+    # trainers whose result of this round an elected verifier judged bad (`evidence`): left out
+    # of the round's apply by every client (frozen when the round is final, see `evidence`)
+    accused: int = 0
     witnesses: list = field(default_factory=list)
 
     def clone(self) -> "Round":

@@ -24,6 +24,7 @@ from psyche_coordinator_core import (
     apply,
     assign_batches,
     new_run,
+    verification_sample,
 )
 
 T0 = 1000
@@ -73,21 +74,25 @@ async def _evidence_over_websocket():
             b = CentralizedBackend(url, "ev", KEYS[v], KEYS[v].public, None)
             await b.connect()
             backends.append(b)
-        target, step = trainers[0], state.step
-        args = lambda v: {"signer": KEYS[v].public, "index": v, "step": step,  # noqa: E731
-                          "target": target}
+        samples = [verification_sample(CONFIG, rnd, v) for v in verifiers]
+        target, step = samples[0][0], state.step
+        args = lambda v, t=target: {"signer": KEYS[v].public, "index": v,  # noqa: E731
+                                    "step": step, "target": t}
         await backends[0].send("evidence", args(verifiers[0]))
         c = server.state.clients[target]
         assert c.accusers == 1 << verifiers[0] and c.state == ClientState.Healthy
+        assert server.state.current_round.accused == 1 << target
         with pytest.raises(CoordinatorError) as e:
             await backends[0].send("evidence", args(verifiers[0]))
         assert e.value.code == "AlreadyAccused"
         with pytest.raises(CoordinatorError) as e:  # the core's own checks, by name
             await backends[0].send("evidence", {**args(verifiers[0]), "step": step + 1})
         assert e.value.code == "InvalidEvidence"
-        await backends[1].send("evidence", args(verifiers[1]))
-        c = server.state.clients[target]
-        assert c.state == ClientState.Evicted and c.presence == c.sequences == 0
+        with pytest.raises(CoordinatorError) as e:  # outside this verifier's sample
+            await backends[1].send("evidence", args(verifiers[1]))
+        assert e.value.code == "InvalidEvidence" and "sample" in str(e.value)
+        await backends[1].send("evidence", args(verifiers[1], samples[1][0]))
+        assert server.state.current_round.accused == 1 << target | 1 << samples[1][0]
         # a trainer is no verifier; and only the connection's own signer may send
         t = CentralizedBackend(url, "ev", KEYS[trainers[1]], KEYS[trainers[1]].public, None)
         await t.connect()

@@ -4,7 +4,8 @@ broadcast blooms; a result counts when at least witness_quorum(elected witnesses
 contain its commitment. Everyone reads the same blooms from the coordinator, so everyone who
 holds the payloads applies the same set. Results of trainers that were warming up in round r
 (its `warming` mask: synced clients warming their optimizer state) are witnessed but never
-applied."""
+applied, nor are those an elected verifier judged bad (its `accused` mask, frozen once the
+round is final)."""
 
 from psyche_coordinator_core import (
     bloom_contains,
@@ -14,18 +15,19 @@ from psyche_coordinator_core import (
 )
 
 
-def round_consensus(state, witnessed_round, assignments: dict, received: dict, warming: int = 0):
+def round_consensus(state, witnessed_round, assignments: dict, received: dict, warming: int = 0,
+                    accused: int = 0):
     """(results to apply in batch order, batches the witnesses accepted that we lack).
 
     `assignments`: {client_index: BatchId} of round r; `received`: {BatchId: TrainingResult}
     (first verified result per batch); `witnessed_round`: round r+1, whose witnesses vouch;
-    `warming`: round r's mask of trainers whose results are not applied."""
+    `warming`, `accused`: round r's masks of trainers whose results are not applied."""
     elected = expected_witnesses(state.config.witness_nodes,
                                  len(witnessed_round.participant_indices()))
     quorum = witness_quorum(elected)
     chosen, missing = [], []
     for idx, batch in sorted(assignments.items(), key=lambda kv: kv[1]):
-        if warming >> idx & 1:
+        if (warming | accused) >> idx & 1:
             continue
         r = received.get(batch)
         if r is not None:

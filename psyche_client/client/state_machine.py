@@ -439,7 +439,7 @@ class ClientStateMachine:
             self.final_upto = max(self.final_upto, step)
             assigned = self.assignments.get(step, {})
             chosen, missing = round_consensus(st, nxt, assigned, self.results.get(step, {}),
-                                              r.warming)
+                                              r.warming, r.accused)
             if missing:
                 me = self.my_index()
                 # a round this process trained and saw from its start: not a joiner's first
@@ -485,7 +485,7 @@ class ClientStateMachine:
                 owner = next((i for i, b in assigned.items() if b == res.batch), None)
                 if owner is not None and st.clients[owner].signer == res.trainer:
                     merged[res.batch] = res
-            chosen, missing = round_consensus(st, nxt, assigned, merged, r.warming)
+            chosen, missing = round_consensus(st, nxt, assigned, merged, r.warming, r.accused)
             if missing:
                 return False
             return AppliedSet(s.step, bool(assigned) or bool(chosen), tuple(chosen))

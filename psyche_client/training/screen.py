@@ -15,14 +15,16 @@ dampens, each against the round's own majority (no history, no trust):
   drops the most opposed result from the votes while one is opposed and the dropped stay a
   minority, and calls those left with a positive dot the agreeing set. If that is a strict
   majority of the round, the second pass measures each result outside it against the agreeing
-  set's summed values ``R`` and leaves it out when ``dot(v, R) <= 0``: both tests must say so.
+  set's summed values ``R`` and leaves it out when its cosine with ``R`` is at most
+  ``-OPPOSED``: both tests must say so, and clearly (an honest update late in a run can sit a
+  hair below zero; the verifiers' test, not this one, judges those).
   When no majority agrees, nothing is left out by direction. (In a round with no common
   direction at all, chance agreement can still leave out a minority; none carries signal then.)
 
 The direction test is a sign test, not a significance test: a result that is merely orthogonal
 to the round (random values on honest indices) is left out only about half the time. Late in a
 small run, honest updates agree with the round by as little as 0.007 in cosine, which random
-values of the same size reach as often; telling those apart is the verifiers' loss test's job.
+values of the same size reach as often; telling those apart is the verifiers' job (judge.py).
 
 Fewer than ``MIN_RESULTS`` results have no majority to speak of: nothing is screened.
 
@@ -43,6 +45,10 @@ import torch
 
 NORM_LIMIT = 10.0
 MIN_RESULTS = 3
+# cosine with the agreeing majority's sum at or under -OPPOSED leaves a result out: sign flips
+# early in a run sit at -0.17 or lower, the two honest results the plain sign test left out in
+# benchmarks/byzantine just under 0 (the verifiers' evidence catches flips in any round)
+OPPOSED = 0.05
 
 
 @dataclass(frozen=True)
@@ -133,8 +139,14 @@ def screen(ordered: Sequence, transforms) -> list[LeftOut]:
     # left out: one at right angles to the majority's values (an honest update late in a run
     # can be, to 1e-7 in cosine) is not against it, and it agreed with the votes
     ref = _reference(agreeing, transforms, vote=False)
+    ref_norm = math.sqrt(math.fsum(sumsq(x) for x in ref))
     members = {r.key for r in agreeing}
     for r in kept:
-        if r.key not in members and _dot(r, ref, own=None) <= 0:
-            out.append(LeftOut(r.key, "it points away from the round's other results"))
+        if r.key in members:
+            continue
+        dot = _dot(r, ref, own=None)
+        if dot <= 0 and dot <= -OPPOSED * math.sqrt(r.sumsq) * ref_norm:
+            cos = dot / (math.sqrt(r.sumsq) * ref_norm) if ref_norm and r.sumsq else 0.0
+            out.append(LeftOut(r.key, f"it points away from the round's other results "
+                                      f"(cosine {cos:.3f})"))
     return out

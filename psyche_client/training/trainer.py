@@ -33,7 +33,8 @@ from ..data.local import LocalDataProvider
 from ..data.tcp import TcpDataProvider
 from .distro import DistroOptimizer
 from .errors import ModelUnavailable
-from .heldout import heldout_loss, mean_loss
+from .heldout import heldout_loss
+from .judge import Z_MIN, alignment_z
 from .model import (
     build_model,
     load_model_code,
@@ -350,32 +351,34 @@ class DistroTrainer:
         return "", fingerprint(params)
 
     def verify(self, step: int, result, compare) -> tuple:
-        """The loss-improvement test of a peer's result (Templar's Gauntlet, adapted): apply it
-        alone to the parameters this client trains `step` with, and measure how much the loss
-        falls on the batch it was trained on and on `compare`, another batch of the round. An
-        honest update helps its own batch, and more than data it never saw. Returns (bad, what
-        was measured): bad when it makes its own batch's loss worse and does no better there
-        than on the other batch (noise, a flipped sign). Copies and replays, which help every
-        batch alike, are the validation's to catch. The parameters are put back bit-exactly."""
+        """Judge a peer's result (judge.py, after Templar's Gauntlet: does it help the batch it
+        was trained on?): the gradient of its batch, and of `compare` (another batch of the
+        round, for the log: an honest update is aimed at its own batch), at the parameters
+        this client trains `step` with; bad when the result's permutation z-score on its own
+        batch is under judge.Z_MIN (noise, a flipped sign). Copies and replays, which point
+        down too, are the validation's to catch. Returns (bad, what was measured)."""
         peer = peer_result_from_training_result(result, layout=self.layout)
-        batches = [result.batch, compare]
-        tokens = [torch.from_numpy(np.ascontiguousarray(self.provider.get_samples(b.start, b.end)))
-                  .to(self.device) for b in batches]
-        saved = [p.detach().clone() for p in self.model.parameters()]
-        try:
-            before = [mean_loss(self.model, t, self.micro_batch_size) for t in tokens]
-            self.optimizer.apply_results([peer], self._lr(step))
-            after = [mean_loss(self.model, t, self.micro_batch_size) for t in tokens]
-        finally:
-            with torch.no_grad():
-                for p, b in zip(self.model.parameters(), saved):
-                    p.copy_(b)
-        own, other = before[0] - after[0], before[1] - after[1]
-        bad = own < 0 and own <= other
-        detail = (f"loss change on its batch {-own:+.4f}, on {compare} {-other:+.4f}")
+        seed = result.commitment
+        z = [alignment_z(peer, self._gradient(b), self.optimizer.transforms, seed=seed)
+             for b in (result.batch, compare)]
+        bad = z[0] < Z_MIN
+        detail = f"z {z[0]:.2f} on its batch, {z[1]:.2f} on {compare} (bad under {Z_MIN:g})"
         self.metrics.write(event="verify", step=step, trainer=result.trainer.hex(),
-                           own_gain=own, other_gain=other, bad=bad)
+                           z_own=z[0], z_other=z[1], bad=bad)
         return bad, detail
+
+    def _gradient(self, batch) -> list:
+        """The mean-loss gradient of `batch` at the current parameters (float32, CPU), which
+        stay as they are."""
+        tokens = torch.from_numpy(np.ascontiguousarray(
+            self.provider.get_samples(batch.start, batch.end))).to(self.device)
+        self.model.train()
+        self.model.zero_grad(set_to_none=True)
+        try:
+            forward_backward(self.model, tokens, len(tokens), self.micro_batch_size)
+            return [p.grad.detach().to("cpu", torch.float32) for p in self.optimizer.params]
+        finally:
+            self.model.zero_grad(set_to_none=True)
 
     def apply(self, step: int, results: list) -> str:
         """Apply a round's results; returns the parameter hash after them. A result that does

@@ -149,13 +149,14 @@ def test_apply_leaves_out_what_does_not_decode_and_every_client_ends_the_same(da
 
 @pytest.mark.slow
 @pytest.mark.heavy
-def test_the_loss_improvement_test_tells_honest_updates_from_flipped_and_noise(data_dir):
-    """A verifier applies one result alone and compares the loss change on the result's batch
-    with that on another batch of the round: honest results help their batch; sign-flipped
-    results nearly always hurt it, noise often (measured on 5 steps of 3 trainers: honest 0 of
-    15 judged bad, flipped 14 of 15, noise 4 of 15). A trainer is removed only
-    once a quorum of distinct verifiers judged it bad, so an honest verdict must never be bad,
-    and a bad one need not be caught every time."""
+def test_the_verifiers_test_tells_honest_updates_from_flipped_and_noise(data_dir):
+    """A verifier scores each result by how far the first-order gain of its update on its own
+    batch lies above that of the same values under random signs (judge.py): honest results are
+    aimed at their batch; sign-flipped ones point up it, noise nowhere in particular (measured
+    on 5 steps of 3 trainers: honest 0 of 15 judged bad, flipped 15 of 15, noise 14 of 15; the
+    old loss-change test caught 14 flipped and 4 noise). A bad verdict leaves the result out of
+    every client's apply and counts towards its trainer's eviction, so an honest verdict must
+    never be bad."""
     trainers, state = make_trainers(data_dir, 4, quantize_1bit=False)
     verifier = trainers[3]
     verdicts = {"honest": [], "flipped": [], "noise": []}
@@ -180,5 +181,5 @@ def test_the_loss_improvement_test_tells_honest_updates_from_flipped_and_noise(d
             t.apply(step, results)
     print({k: f"{sum(v)} of {len(v)} judged bad" for k, v in verdicts.items()})
     assert not any(verdicts["honest"]), verdicts
-    assert sum(verdicts["flipped"]) >= 0.75 * len(verdicts["flipped"]), verdicts
-    assert any(verdicts["noise"]), verdicts
+    assert all(verdicts["flipped"]), verdicts
+    assert sum(verdicts["noise"]) >= 0.8 * len(verdicts["noise"]), verdicts

@@ -41,6 +41,7 @@ from psyche_coordinator_core import (
     new_run,
     pending_credit,
     state_hash,
+    verification_sample,
 )
 from psyche_coordinator_core.bloom import EMPTY_BLOOM
 from psyche_coordinator_core.committee import param_quorum, witness_quorum
@@ -412,6 +413,18 @@ class Scenario:
         return self.do("evidence", dt=dt, error=error, state=state, signer=signer(label),
                        index=self.idx(label) if index is None else index,
                        step=self.state.step if step is None else step, target=tgt)
+
+    def sample(self, label, step=None) -> list:
+        """Labels of the trainers verifier `label` judges in the round that trains `step`
+        (default: the current one): the only targets its evidence may name."""
+        s = self.state
+        rnd = self.round_of(s.step if step is None else step)
+        return [self.label_at(i) for i in verification_sample(s.config, rnd, self.idx(label))]
+
+    def accused(self, step=None) -> set:
+        """Labels in the `accused` mask of the round that trains `step` (default: current)."""
+        bits = self.round_of(self.state.step if step is None else step).accused
+        return {self.label_at(i) for i in range(len(self.state.clients)) if (bits >> i) & 1}
 
     def accusers(self, label) -> set:
         bits = self.state.clients[self.idx(label)].accusers
@@ -2588,30 +2601,36 @@ def evidence_below_quorum():
     sc = started("evidence_below_quorum",
                  "An elected verifier of the current round sends evidence against a trainer's "
                  "result: its bit is set in the trainer's accusers, the trainer stays Healthy "
-                 "(evidence_quorum 2). In the next round a verifier of the previous step accuses "
-                 "another trainer for that step. The accusers stay through the round's end.",
+                 "(evidence_quorum 2), and the round's accused mask has it. In the next round a "
+                 "verifier of the previous step accuses another trainer for that step: the "
+                 "previous round's mask has it, the current round's does not. The accusers stay "
+                 "through the round's end.",
                  labels=EIGHT, config=EVIDENCE)
     v, trainers = sc.verifiers(), sc.trainers()
     sc.check(len(v) == 2 and len(trainers) == 6 and not set(v) & set(trainers))
-    sc.evidence(v[0], trainers[0], dt=1)
-    sc.check(sc.accusers(trainers[0]) == {v[0]})
-    sc.check(sc.client_state(trainers[0]) == ClientState.Healthy)
+    target = sc.sample(v[0])[0]
+    sc.evidence(v[0], target, dt=1)
+    sc.check(sc.accusers(target) == {v[0]} and sc.accused() == {target})
+    sc.check(sc.client_state(target) == ClientState.Healthy)
     step = sc.state.step
     sc.round(state=RunState.RoundTrain)
-    v0, t0 = sc.verifiers(step), sc.trainers(step)
-    sc.evidence(v0[1], t0[1], step=step, dt=1)
-    sc.check(sc.accusers(t0[1]) >= {v0[1]})
-    sc.check(sc.client_state(t0[1]) == ClientState.Healthy)
+    v0 = sc.verifiers(step)
+    other = sc.sample(v0[1], step)[0]
+    sc.evidence(v0[1], other, step=step, dt=1)
+    sc.check(sc.accusers(other) >= {v0[1]})
+    sc.check(sc.accused(step) == {target, other} and not sc.accused())
+    sc.check(sc.client_state(other) == ClientState.Healthy)
     sc.round(state=RunState.RoundTrain)
-    sc.check(sc.accusers(trainers[0]) == {v[0]})
+    sc.check(sc.accusers(target) == {v[0]})
     return sc
 
 
 @scenario
 def evidence_quorum_evicts():
     sc = started("evidence_quorum_evicts",
-                 "Both elected verifiers of the previous step accuse one trainer that has joined "
-                 "for the next epoch too: at the second evidence (evidence_quorum 2) it is "
+                 "Two elected verifiers accuse one trainer that has joined for the next epoch "
+                 "too, each in a round whose sample gives it that trainer (the samples of one "
+                 "round do not overlap): at the second evidence (evidence_quorum 2) it is "
                  "Evicted, its unsettled presence and sequences are forfeited (zero) and its "
                  "pending join is removed. The batch it was accused over earns it nothing at the "
                  "round's end; further evidence against it is InvalidEvidence.",
@@ -2620,22 +2639,29 @@ def evidence_quorum_evicts():
     sc.round(state=RunState.RoundTrain)
     step = sc.state.step
     sc.round(state=RunState.RoundTrain)
-    v, trainers = sc.verifiers(step), sc.trainers(step)
-    target = next(x for x in trainers if sc.state.clients[sc.idx(x)].sequences)
+    first = sc.verifiers(step)[0]
+    target = next(x for x in sc.sample(first, step) if sc.state.clients[sc.idx(x)].sequences)
     sc.join(target, dt=1)  # a client of this epoch joins for the next
     sc.check(sc.state.pending_index(signer(target)) is not None)
     c = sc.state.clients[sc.idx(target)]
     sc.check(c.presence == 3 and c.sequences > 0)
-    healthy = sc.state.healthy_count()
-    sc.evidence(v[0], target, step=step, dt=1)
+    sc.evidence(first, target, step=step, dt=1)
     sc.check(sc.client_state(target) == ClientState.Healthy)
-    sc.evidence(v[1], target, step=step)
+    for _ in range(20):  # a round where another verifier's sample has the target
+        second = [x for x in sc.verifiers() if x != first and target in sc.sample(x)]
+        if second:
+            break
+        sc.round(state=RunState.RoundTrain)
+    sc.check(bool(second), "no round gave the target to another verifier")
+    step = sc.state.step
+    healthy = sc.state.healthy_count()
+    sc.evidence(second[0], target, dt=1)
     c = sc.state.clients[sc.idx(target)]
     sc.check(c.state == ClientState.Evicted and c.presence == 0 and c.sequences == 0)
-    sc.check(sc.accusers(target) == set(v))
+    sc.check(sc.accusers(target) == {first, second[0]})
     sc.check(sc.state.pending_index(signer(target)) is None and not sc.state.pending)
     sc.check(sc.state.healthy_count() == healthy - 1)
-    sc.evidence(v[0], target, step=step, error="InvalidEvidence")
+    sc.evidence(second[0], target, step=step, error="InvalidEvidence")
     sc.round(state=RunState.RoundTrain)
     c = sc.state.clients[sc.idx(target)]
     sc.check(c.state == ClientState.Evicted and c.presence == 0 and c.sequences == 0)
@@ -2663,7 +2689,7 @@ def evidence_not_a_verifier():
         sc.round(state=RunState.RoundTrain)
     sc.check(bool(stale), "no round elected a verifier that was not one the round before")
     sc.evidence(stale[0], sc.trainers(step)[0], step=step, dt=1, error="NotAVerifier")
-    sc.evidence(stale[0], sc.trainers()[0])  # of the current step it is a verifier
+    sc.evidence(stale[0], sc.sample(stale[0])[0])  # of the current step it is a verifier
     v = sc.verifiers()
     sc.evidence(v[1], sc.trainers()[0], index=sc.idx(trainers[2]), error="NotAClient")
     sc.evidence(v[1], sc.trainers()[0], index=8, error="InvalidClientIndex")
@@ -2710,37 +2736,52 @@ def evidence_wrong_step():
 @scenario
 def evidence_target_not_trained():
     sc = started("evidence_target_not_trained",
-                 "The target must have had a batch in that round and be Healthy: a verifier "
-                 "(no batch) or a withdrawn trainer is InvalidEvidence; a target index past the "
-                 "clients is InvalidClientIndex.",
+                 "The target must have had a batch in that round, be in the verifier's sample "
+                 "and be Healthy: a verifier (no batch), a trainer of another verifier's sample "
+                 "or a withdrawn trainer is InvalidEvidence; a target index past the clients is "
+                 "InvalidClientIndex.",
                  labels=EIGHT, config=EVIDENCE)
-    v, trainers = sc.verifiers(), sc.trainers()
+    v = sc.verifiers()
+    mine, theirs = sc.sample(v[0]), sc.sample(v[1])
+    sc.check(len(mine) == 3 and len(theirs) == 3 and not set(mine) & set(theirs))
     sc.evidence(v[0], v[1], dt=1, error="InvalidEvidence")
+    sc.evidence(v[0], theirs[0], error="InvalidEvidence")
     sc.evidence(v[0], ("index", 8), error="InvalidClientIndex")
     sc.evidence(v[0], ("index", 65535), error="InvalidClientIndex")
-    sc.withdraw(trainers[0], dt=1)
-    sc.evidence(v[0], trainers[0], error="InvalidEvidence")
-    sc.evidence(v[0], trainers[1])
+    sc.withdraw(mine[0], dt=1)
+    sc.evidence(v[0], mine[0], error="InvalidEvidence")
+    sc.evidence(v[0], mine[1])
+    sc.check(sc.accused() == {mine[1]})
     return sc
 
 
 @scenario
 def evidence_already_accused():
     sc = started("evidence_already_accused",
-                 "A verifier accuses a trainer once: its second evidence against the same "
-                 "client (for the same step or, in the next round, the one before) is "
-                 "AlreadyAccused. Another trainer it may still accuse.",
+                 "A verifier accuses a trainer's result of a round once: its second evidence "
+                 "against it (for the same step, or in the next round for the one before) is "
+                 "AlreadyAccused. Another trainer of its sample it may still accuse. In a later "
+                 "round that gives it the same trainer again it may accuse that round's result: "
+                 "the round's accused mask has it, the accusers (counted once per verifier) stay.",
                  labels=EIGHT, config={**EVIDENCE, "evidence_quorum": 3})
-    v, trainers = sc.verifiers(), sc.trainers()
-    sc.evidence(v[0], trainers[0], dt=1)
-    sc.evidence(v[0], trainers[0], error="AlreadyAccused")
+    v = sc.verifiers()
+    first, second = sc.sample(v[0])[:2]
+    sc.evidence(v[0], first, dt=1)
+    sc.evidence(v[0], first, error="AlreadyAccused")
     step = sc.state.step
     sc.round(state=RunState.RoundTrain)
-    sc.evidence(v[0], trainers[0], step=step, dt=1, error="AlreadyAccused")
-    sc.evidence(v[0], trainers[1], step=step)
-    sc.evidence(v[1], trainers[0], step=step)
-    sc.check(sc.accusers(trainers[0]) == set(v))
-    sc.check(sc.client_state(trainers[0]) == ClientState.Healthy)
+    sc.evidence(v[0], first, step=step, dt=1, error="AlreadyAccused")
+    sc.evidence(v[0], second, step=step)
+    sc.check(sc.accusers(first) == {v[0]} and sc.accused(step) == {first, second})
+    for _ in range(30):  # a round that elects v[0] again and gives it `first`
+        if v[0] in sc.verifiers() and first in sc.sample(v[0]):
+            break
+        sc.round(state=RunState.RoundTrain)
+    sc.check(v[0] in sc.verifiers() and first in sc.sample(v[0]),
+             "no later round gave the verifier the same trainer")
+    sc.evidence(v[0], first, dt=1)
+    sc.check(sc.accusers(first) == {v[0]} and sc.accused() == {first})
+    sc.check(sc.client_state(first) == ClientState.Healthy)
     return sc
 
 
@@ -2753,8 +2794,8 @@ def evidence_evicted_rejoin_refused():
                  "next epoch has rebuilt the client list it may join again (mid-epoch, Queued).",
                  labels=EIGHT, config={**EVIDENCE, "evidence_quorum": 1, "max_syncing": 1,
                                        "epoch_time": 20})
-    v, trainers = sc.verifiers(), sc.trainers()
-    target = trainers[2]
+    v = sc.verifiers()
+    target = sc.sample(v[1])[0]
     sc.evidence(v[1], target, dt=1)
     sc.check(sc.client_state(target) == ClientState.Evicted)
     sc.join(target, dt=1, error="Evicted")
@@ -2784,8 +2825,9 @@ def evidence_in_cooldown():
     v, trainers = sc.verifiers(), sc.trainers()
     sc.witness_all()
     sc.expect_state(RunState.RoundWitness)
-    sc.evidence(v[0], trainers[0], dt=1, state=RunState.RoundWitness)
-    step, label, target = sc.state.step, v[0], trainers[0]
+    target = sc.sample(v[0])[0]
+    sc.evidence(v[0], target, dt=1, state=RunState.RoundWitness)
+    step, label = sc.state.step, v[0]
     sc.finish_round()
     sc.rounds_until_cooldown()
     sc.do("evidence", dt=1, error="InvalidRunState", signer=signer(label), index=sc.idx(label),

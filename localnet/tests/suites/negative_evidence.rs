@@ -1,9 +1,12 @@
-//! `evidence`: outside a round, not a client, wrong step, not a verifier, bad or untrained
-//! targets, a second accusation; then an eviction and the evicted signer's refused join.
+//! `evidence`: outside a round, not a client, wrong step, not a verifier, bad, untrained or
+//! unsampled targets, a second accusation, the round's accused mask. (Eviction at the quorum and
+//! the evicted signer's refused join: the conformance vectors, which the program replays.)
 
 use anchor_lang::error::ErrorCode as AE;
 use psyche_coordinator::CoordinatorProgramError as PE;
-use psyche_coordinator_core::{batch_mask, committee, ClientState, CoordinatorState, RunState};
+use psyche_coordinator_core::{
+    batch_mask, committee, in_verification_sample, ClientState, CoordinatorState, RunState,
+};
 use solana_signer::Signer;
 
 use crate::support::negative::*;
@@ -40,7 +43,16 @@ fn evidence_refusals_and_eviction() {
     let key = |i: usize| live.client(i).insecure_clone();
     let (v0, v1, t0) = (key(v[0]), key(v[1]), key(t[0]));
     let (i0, i1) = (v[0] as u32, v[1] as u32);
-    let target = t[1] as u16;
+    let sampled = |verifier: usize| -> Vec<usize> {
+        let st = s.get();
+        t.iter()
+            .copied()
+            .filter(|&x| in_verification_sample(&st.config, st.current_round(), verifier, x))
+            .collect()
+    };
+    let (mine, theirs) = (sampled(v[0]), sampled(v[1]));
+    assert_eq!((mine.len(), theirs.len()), (3, 3));
+    let target = mine[0] as u16;
 
     // not a client, another client's index, an index out of range
     let stranger = env.keypair();
@@ -75,17 +87,16 @@ fn evidence_refusals_and_eviction() {
     let ix = run.evidence(&v0.pubkey(), i0, step, target);
     env.expect_err(&[&v0], &[ix], pe(PE::AlreadyAccused), &watch);
 
-    // the second verifier evicts it; it may not join again this epoch
-    env.ok(&[&v1], &[run.evidence(&v1.pubkey(), i1, step, target)]);
+    // the other verifier may name only trainers of its own sample
+    let ix = run.evidence(&v1.pubkey(), i1, step, target);
+    env.expect_err(&[&v1], &[ix], pe(PE::InvalidEvidence), &watch);
+    env.ok(&[&v1], &[run.evidence(&v1.pubkey(), i1, step, theirs[0] as u16)]);
     let s = env.state(&live.r.account_key());
-    let c = s.get().clients()[target as usize];
-    assert_eq!(c.state, ClientState::Evicted as u8);
-    assert!(!c.unsettled());
-    let evicted = key(target as usize);
-    let ix = run.join_run(&evicted.pubkey(), None, p2p_of(&evicted));
-    env.expect_err(&[&evicted], &[ix], pe(PE::Evicted), &watch);
-    let ix = run.evidence(&v0.pubkey(), i0, step, target);
-    env.expect_err(&[&v0], &[ix], pe(PE::InvalidEvidence), &watch);
+    let accused = s.get().current_round().accused;
+    for i in 0..8 {
+        let expected = i == target as usize || i == theirs[0];
+        assert_eq!((accused[i / 8] >> (i % 8)) & 1 == 1, expected, "client {i}");
+    }
 
     // outside a round
     let mut config = test_config(2);

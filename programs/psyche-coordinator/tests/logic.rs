@@ -88,10 +88,10 @@ fn contributor_account_layout() {
 
 #[test]
 fn coordinator_account_is_the_core_state() {
-    assert_eq!(core::mem::size_of::<CoordinatorAccount>(), 178_976);
+    assert_eq!(core::mem::size_of::<CoordinatorAccount>(), 179_104);
     assert_eq!(core::mem::size_of::<CoordinatorAccount>(), STATE_SIZE);
     assert_eq!(core::mem::align_of::<CoordinatorAccount>(), 8);
-    assert_eq!(CoordinatorAccount::SPACE, 178_984);
+    assert_eq!(CoordinatorAccount::SPACE, 179_112);
     // the view is the same memory
     let mut words = vec![0u64; STATE_SIZE / 8];
     let account: &mut CoordinatorAccount =
@@ -176,9 +176,13 @@ fn run_config_params_round_trip() {
 #[test]
 fn the_prologue_refuses_another_layout_version_before_the_size() {
     let mut data = vec![0u8; CoordinatorAccount::SPACE];
-    data[8 + 92..8 + 96].copy_from_slice(&5u32.to_le_bytes());
-    assert_eq!(logic::layout_version_of(&data), Some(5));
+    data[8 + 92..8 + 96].copy_from_slice(&6u32.to_le_bytes());
+    assert_eq!(logic::layout_version_of(&data), Some(6));
     assert_eq!(logic::check_layout(&data), Ok(()));
+    // version 5 had no accused masks in the rounds and was 128 bytes shorter
+    let mut v5 = vec![0u8; 8 + 178_976];
+    v5[8 + 92..8 + 96].copy_from_slice(&5u32.to_le_bytes());
+    assert_eq!(logic::check_layout(&v5), Err(PE::LayoutVersionMismatch));
     // version 4 had no accusers and was 16,384 bytes shorter
     let mut v4 = vec![0u8; 8 + 162_592];
     v4[8 + 92..8 + 96].copy_from_slice(&4u32.to_le_bytes());
@@ -197,10 +201,10 @@ fn the_prologue_refuses_another_layout_version_before_the_size() {
     assert_eq!(logic::check_layout(&data), Err(PE::LayoutVersionMismatch));
     let v1 = vec![0u8; 8 + 133_640];
     assert_eq!(logic::check_layout(&v1), Err(PE::LayoutVersionMismatch));
-    data[8 + 92..8 + 96].copy_from_slice(&6u32.to_le_bytes());
+    data[8 + 92..8 + 96].copy_from_slice(&7u32.to_le_bytes());
     assert_eq!(logic::check_layout(&data), Err(PE::LayoutVersionMismatch));
     // this version at another size; too short to hold a version
-    data[8 + 92..8 + 96].copy_from_slice(&5u32.to_le_bytes());
+    data[8 + 92..8 + 96].copy_from_slice(&6u32.to_le_bytes());
     data.push(0);
     assert_eq!(logic::check_layout(&data), Err(PE::AccountIncorrectSize));
     assert_eq!(logic::layout_version_of(&data[..99]), None);

@@ -7,7 +7,7 @@
 
 use crate::committee;
 use crate::config::RunConfig;
-use crate::constants::{MAX_CLIENTS, VERIFY_SEED_XOR};
+use crate::constants::{MAX_CLIENTS, VERIFY_SAMPLE, VERIFY_SEED_XOR};
 use crate::shuffle::lcg_shuffle;
 use crate::state::{bit, set_bit, Round};
 
@@ -144,40 +144,73 @@ pub fn batch_mask(config: &RunConfig, rnd: &Round) -> [u8; MAX_CLIENTS / 8] {
     mask
 }
 
+/// Verifier `client_index`'s position j among the round's verifiers (index order) and their
+/// count m; None for a non-verifier.
+fn verifier_position(config: &RunConfig, rnd: &Round, client_index: usize) -> Option<(usize, usize)> {
+    let mut verifiers = [0u8; MAX_CLIENTS];
+    let v = committee::verifiers(rnd, config.verification_percent, &mut verifiers);
+    let j = verifiers[..v]
+        .iter()
+        .position(|&c| c as usize == client_index)?;
+    Some((j, v))
+}
+
+/// The verification order: the trainers with a batch, sorted by index, shuffled by the LCG
+/// (seed ^ 0x5645524946590000); position p of the (reversed) order is `keys[n - 1 - p]`.
+/// Returns n.
+fn verify_order(shares: &Shares, rnd: &Round, keys: &mut [u8; MAX_CLIENTS]) -> usize {
+    let mut has = [0u8; MAX_CLIENTS / 8];
+    for i in 0..shares.n {
+        if shares.batch_at(i).is_some() {
+            set_bit(&mut has, shares.order[i] as usize);
+        }
+    }
+    let mut n = 0;
+    for c in 0..MAX_CLIENTS {
+        if bit(&has, c) {
+            keys[n] = c as u8;
+            n += 1;
+        }
+    }
+    lcg_shuffle(&mut keys[..n], rnd.random_seed ^ VERIFY_SEED_XOR);
+    n
+}
+
 /// `assign_verifications(...).get(client_index)`: verifier j (in index order) re-checks the batch
 /// of the j-th trainer in the reversed LCG order (seed ^ 0x5645524946590000) of the trainers with
 /// a batch, sorted by index.
 pub fn verification_for(config: &RunConfig, rnd: &Round, client_index: usize) -> Option<BatchId> {
-    let j = {
-        let mut verifiers = [0u8; MAX_CLIENTS];
-        let v = committee::verifiers(rnd, config.verification_percent, &mut verifiers);
-        verifiers[..v]
-            .iter()
-            .position(|&c| c as usize == client_index)?
-    };
+    let (j, _) = verifier_position(config, rnd, client_index)?;
     let shares = Shares::of(config, rnd);
     let mut keys = [0u8; MAX_CLIENTS];
-    let mut n = 0;
-    {
-        let mut has = [0u8; MAX_CLIENTS / 8];
-        for i in 0..shares.n {
-            if shares.batch_at(i).is_some() {
-                set_bit(&mut has, shares.order[i] as usize);
-            }
-        }
-        for c in 0..MAX_CLIENTS {
-            if bit(&has, c) {
-                keys[n] = c as u8;
-                n += 1;
-            }
-        }
-    }
+    let n = verify_order(&shares, rnd, &mut keys);
     if n == 0 {
         return None;
     }
-    lcg_shuffle(&mut keys[..n], rnd.random_seed ^ VERIFY_SEED_XOR);
     let target = keys[n - 1 - j % n] as usize; // reversed order
     shares.batch_at(shares.position(target)?)
+}
+
+/// `target in verification_sample(config, rnd, verifier)`: with m verifiers, the j-th judges
+/// positions j, j + m, ... of the verification order (at most `VERIFY_SAMPLE`), or only
+/// position j mod n when j is past the last of the n trainers.
+pub fn in_verification_sample(config: &RunConfig, rnd: &Round, verifier: usize, target: usize) -> bool {
+    let Some((j, m)) = verifier_position(config, rnd, verifier) else {
+        return false;
+    };
+    let shares = Shares::of(config, rnd);
+    let mut keys = [0u8; MAX_CLIENTS];
+    let n = verify_order(&shares, rnd, &mut keys);
+    if n == 0 {
+        return false;
+    }
+    if j >= n {
+        return keys[n - 1 - j % n] as usize == target;
+    }
+    (0..VERIFY_SAMPLE)
+        .map(|t| j + t * m)
+        .take_while(|&p| p < n)
+        .any(|p| keys[n - 1 - p] as usize == target)
 }
 
 #[cfg(test)]

@@ -20,8 +20,9 @@ pub const ZERO_HASH: [u8; PARAM_HASH_LEN] = [0; PARAM_HASH_LEN];
 /// were zero padding); 2: parameter hashes; 3: client phases (join mid-epoch, sync) and the
 /// warming mask of a round; 4: points (each client's identity and unsettled presence and
 /// sequences, the points settings); 5: evidence (each client's accusers mask, the config's
-/// `evidence_quorum`, client state Evicted).
-pub const LAYOUT_VERSION: u32 = 5;
+/// `evidence_quorum`, client state Evicted); 6: the rounds' accused mask (results a verifier
+/// judged bad, left out of the round's apply).
+pub const LAYOUT_VERSION: u32 = 6;
 /// Where `layout_version` (u32 LE) sits in every layout from version 2 on.
 pub const VERSION_OFFSET: usize = 92;
 /// Signer and p2p identity keys.
@@ -56,6 +57,10 @@ pub const CHECKPOINTER_SALT: &[u8] = b"checkpointer";
 pub const ROUND_SEED_DOMAIN: &[u8] = b"psyche-round-seed";
 pub const SHUFFLE_ROUND_COUNT: u8 = 90;
 
+/// Trainers one elected verifier judges per round at most (`verification_sample`): its evidence
+/// may name only those, which bounds how many honest results one lying verifier leaves out.
+pub const VERIFY_SAMPLE: usize = 3;
+
 /// Seed mixed into the verifier order (`assign_verifications`).
 pub const VERIFY_SEED_XOR: u64 = 0x5645_5249_4659_0000;
 
@@ -66,8 +71,8 @@ pub const CONFIG_SIZE: usize = 112;
 pub const HASHES_SIZE: usize = 3 * PARAM_HASH_LEN + 16;
 pub const CLIENT_SIZE: usize = 152;
 pub const WITNESS_SIZE: usize = 784;
-pub const ROUND_SIZE: usize = 25_176;
-pub const STATE_SIZE: usize = 178_976;
+pub const ROUND_SIZE: usize = 25_208;
+pub const STATE_SIZE: usize = 179_104;
 
 pub const CONFIG_OFFSET: usize = HEADER_SIZE;
 pub const REPO_OFFSET: usize = CONFIG_OFFSET + CONFIG_SIZE;

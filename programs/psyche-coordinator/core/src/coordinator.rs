@@ -10,7 +10,9 @@
 //! code. `now >= 2^63` is `InvalidOperation`, as in `apply`; then a state of another layout
 //! version is `LayoutVersionMismatch` (also `apply`), before the operation's own checks.
 
-use crate::assignment::{batch_for, batch_mask, for_each_batch, round_batch_size};
+use crate::assignment::{
+    batch_for, batch_mask, for_each_batch, in_verification_sample, round_batch_size,
+};
 use crate::bloom::{check_bloom_bytes, count_containing};
 use crate::committee::{
     expected_witnesses, is_checkpointer, is_verifier, is_witness, param_quorum, witness_quorum,
@@ -944,8 +946,10 @@ pub fn health_check(
 }
 
 /// An elected verifier of the round that trains `step` (this one or the one before) says the
-/// result that client `target` sent for it is bad. Once `evidence_quorum` distinct verifiers
-/// have, the target is Evicted: out of the epoch, its slot's unsettled points forfeited, its
+/// result that client `target` (one of its `verification_sample`) sent for it is bad. The
+/// round's `accused` mask gets the target, so every client leaves that result out of the
+/// round's apply (the mask is frozen when the round is final: evidence for it stops then).
+/// Once `evidence_quorum` distinct verifiers have accused the target in the epoch, it is Evicted: out of the epoch, its slot's unsettled points forfeited, its
 /// join for the next epoch removed; it cannot join again before the next epoch starts.
 pub fn evidence(
     s: &mut CoordinatorState,
@@ -976,13 +980,19 @@ pub fn evidence(
     if target >= s.clients().len() {
         return Err(E::InvalidClientIndex);
     }
-    if batch_for(&s.config, rnd, target).is_none() || !s.clients[target].is_healthy() {
+    if batch_for(&s.config, rnd, target).is_none()
+        || !in_verification_sample(&s.config, rnd, index, target)
+        || !s.clients[target].is_healthy()
+    {
         return Err(E::InvalidEvidence);
     }
-    if bit(&s.clients[target].accusers, index) {
+    if bit(&s.clients[target].accusers, index) && bit(&rnd.accused, target) {
         return Err(E::AlreadyAccused);
     }
     let quorum = s.config.evidence_quorum as usize;
+    let k = back.unwrap_or(0);
+    let slot = (s.head() + NUM_STORED_ROUNDS - k) % NUM_STORED_ROUNDS;
+    set_bit(&mut s.rounds[slot].accused, target);
     let c = &mut s.clients[target];
     set_bit(&mut c.accusers, index);
     if popcount(&c.accusers) >= quorum {
@@ -1177,13 +1187,13 @@ mod tests {
         // state_hash(new_run("seed-test", RunConfig(), 1234567890123456789))
         assert_eq!(
             hex::encode(crate::state::state_hash(s)),
-            "4072bf2fee1dc24a7d76c968cb576992e3387386dbcdbbd85096e7a3285e9f00"
+            "a802dc935561b03cf8be2e890800181018bb0596462df9d683aa2132f98a5f1d"
         );
         s.header.epoch = 7;
         s.header.step = 42;
         assert_eq!(
             hex::encode(crate::state::state_hash(s)),
-            "6f17618bf5c3d14ca0014c9559b212eb9109cff6e2026734f780202387fa6fc3"
+            "ffb8da0d573049040ebc06e5da7cae0bca56e2c8ff41fed9f0512a454177fe71"
         );
         assert_eq!(round_seed(s, 1700000123), 13452663378481529829);
     }

@@ -27,8 +27,8 @@ pub mod shuffle;
 pub mod state;
 
 pub use assignment::{
-    assign_batches, batch_for, batch_mask, batch_size, for_each_batch, round_batch_size,
-    verification_for, BatchId,
+    assign_batches, batch_for, batch_mask, batch_size, for_each_batch, in_verification_sample,
+    round_batch_size, verification_for, BatchId,
 };
 pub use bloom::{bloom_add, bloom_contains, bloom_contains_signer, check_bloom_bytes};
 pub use committee::{expected_witnesses, param_quorum, witness_quorum};

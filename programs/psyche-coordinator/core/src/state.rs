@@ -15,7 +15,7 @@
 //!   pending            [Client; 256]
 //!   rounds             [Round; 4]  height:u32 participant_count:u16 witnesses_len:u16
 //!                      data_index:u64 random_seed:u64 participants[32] warming[32]
-//!                      (bit i = client i, LSB first)
+//!                      accused[32] (bit i = client i, LSB first)
 //!                      [Witness; 32]  index:u16 _pad[6] broadcast_merkle[32] param_hash[32]
 //!                                     participant_bloom[356] broadcast_bloom[356]   (784 each)
 //! ```
@@ -276,10 +276,13 @@ pub struct Round {
     /// The participants that were WarmingUp when the round started: their results are trained
     /// and witnessed but never applied.
     pub warming: [u8; MAX_CLIENTS / 8],
+    /// Trainers whose result of this round an elected verifier judged bad (`evidence`): every
+    /// client leaves it out of the round's apply.
+    pub accused: [u8; MAX_CLIENTS / 8],
     pub witnesses: [Witness; MAX_WITNESSES],
 }
 
-/// The whole account: 178,976 bytes.
+/// The whole account: 179,104 bytes.
 // Pod requires Copy, so Clone is derived; nothing copies this by value (the core works
 // through &mut on the account bytes), so that generated method's frame is never used.
 #[allow(clippy::large_stack_frames)]
@@ -323,7 +326,7 @@ const _: () = assert!(core::mem::offset_of!(CoordinatorState, clients) == CLIENT
 const _: () = assert!(core::mem::offset_of!(StateHeader, layout_version) == VERSION_OFFSET);
 const _: () = assert!(core::mem::offset_of!(CoordinatorState, pending) == PENDING_OFFSET);
 const _: () = assert!(core::mem::offset_of!(CoordinatorState, rounds) == ROUNDS_OFFSET);
-const _: () = assert!(core::mem::offset_of!(Round, witnesses) == 88);
+const _: () = assert!(core::mem::offset_of!(Round, witnesses) == 120);
 const _: () = assert!(core::mem::align_of::<CoordinatorState>() == 8);
 
 /// Sets a whole Pod value to zero in place (never builds a large temporary on the stack).
@@ -529,8 +532,8 @@ mod tests {
         assert_eq!(size_of::<RunConfig>(), 112);
         assert_eq!(size_of::<Client>(), 152);
         assert_eq!(size_of::<Witness>(), 784);
-        assert_eq!(size_of::<Round>(), 25176);
-        assert_eq!(size_of::<CoordinatorState>(), 178_976);
+        assert_eq!(size_of::<Round>(), 25208);
+        assert_eq!(size_of::<CoordinatorState>(), 179_104);
         // HEADER_FORMAT = "<32sQQQQIIIIIHHBBBBI"
         assert_eq!(offset_of!(StateHeader, run_seed), 32);
         assert_eq!(offset_of!(StateHeader, run_state_start), 40);
@@ -582,14 +585,15 @@ mod tests {
         assert_eq!(offset_of!(Client, presence), 104);
         assert_eq!(offset_of!(Client, sequences), 112);
         assert_eq!(offset_of!(Client, accusers), 120);
-        // ROUND_HEAD_FORMAT = "<IHHQQ32s32s", WITNESS_HEAD_FORMAT = "<H6x32s32s"
+        // ROUND_HEAD_FORMAT = "<IHHQQ32s32s32s", WITNESS_HEAD_FORMAT = "<H6x32s32s"
         assert_eq!(offset_of!(Round, participant_count), 4);
         assert_eq!(offset_of!(Round, witnesses_len), 6);
         assert_eq!(offset_of!(Round, data_index), 8);
         assert_eq!(offset_of!(Round, random_seed), 16);
         assert_eq!(offset_of!(Round, participants), 24);
         assert_eq!(offset_of!(Round, warming), 56);
-        assert_eq!(offset_of!(Round, witnesses), 88);
+        assert_eq!(offset_of!(Round, accused), 88);
+        assert_eq!(offset_of!(Round, witnesses), 120);
         assert_eq!(offset_of!(Witness, broadcast_merkle), 8);
         assert_eq!(offset_of!(Witness, param_hash), 40);
         assert_eq!(offset_of!(Witness, participant_bloom), 72);
