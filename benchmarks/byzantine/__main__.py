@@ -219,7 +219,22 @@ def summarize(sim: Sim, adversaries: dict) -> dict:
         detection = (round(1 - included / asked, 4) if asked else
                      round(1 - len(lies & sim.agreed) / len(lies), 4) if lies else None)
     joiner = sim.late_joiner
+    # the verifiers' verdicts on honest results and on attacked ones (scores: judge.py)
+    judged = {"honest": [], "attacked": []}
+    for step, key, z, bad in sim.verdicts:
+        p = sim.published.get((step, key))
+        if p is not None and not p.adversary:
+            judged["honest"].append((z, bad))
+        elif p is not None and p.attacked:
+            judged["attacked"].append((z, bad))
+    verdicts = {f"{k}_judged": len(v) for k, v in judged.items()}
+    verdicts.update({f"{k}_judged_bad": sum(b for _, b in v) for k, v in judged.items()})
+    verdicts["honest_min_score"] = (round(min(z for z, _ in judged["honest"]), 2)
+                                    if judged["honest"] else None)
+    verdicts["attacked_max_score"] = (round(max(z for z, _ in judged["attacked"]), 2)
+                                      if judged["attacked"] else None)
     return {
+        "verdicts": verdicts,
         "adversaries": sorted(adversaries),
         "final_step": sim.state.step,
         "steps_applied": len(applied_steps),
@@ -371,6 +386,10 @@ def main(argv=None) -> int:
         "honest_results_rejected": sum(r.get("honest_results_rejected", 0)
                                        for r in attacks.values()),
         "max_heldout_loss_ratio": max(ratios) if ratios else None,
+        # the verifiers' verdicts over every attack run (training/judge.py)
+        **{f"verifier_{k}": sum((r.get("verdicts") or {}).get(k, 0) for r in attacks.values())
+           for k in ("honest_judged", "honest_judged_bad", "attacked_judged",
+                     "attacked_judged_bad")},
         "attacks_run": len(attacks),
         "attacks_failed_run": sum(r["outcome"] != "finished" for r in attacks.values()),
         "robust_aggregation_honest_loss_ratio": (round(sum(cost.values()) / len(cost), 4)

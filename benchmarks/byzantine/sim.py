@@ -15,7 +15,7 @@ next deadline (`tick_deadline`), where a tick is sent and every machine's timer 
 
 What it records: every result published (by whom, whether an attack changed it), the set each
 client's trainer applied (after the screen), every base load and the snapshots recorded, the
-first step at which each client's slot stopped being Healthy, the
+verifiers' verdicts, the first step at which each client's slot stopped being Healthy, the
 results the machines dropped, and a failure (an honest client's apply raising, or the run not
 finishing), which ends the run."""
 
@@ -74,12 +74,12 @@ class Client:
 
 
 class _Recorder:
-    """The trainer's metrics sink: keeps its held-out losses as (step, loss), and the trainers
+    """The trainer's metrics sink: keeps its held-out losses as (step, loss), the trainers
     whose results its last apply used (after the trainer left out what did not decode or what
-    the screen caught)."""
+    the screen caught), and its verdicts as a verifier (step, trainer key, score, bad)."""
 
-    def __init__(self, into: list):
-        self.into = into
+    def __init__(self, into: list, verdicts: list):
+        self.into, self.verdicts = into, verdicts
         self.applied = None
 
     def write(self, **record):
@@ -87,6 +87,9 @@ class _Recorder:
             self.into.append((record["step"], record["loss"]))
         elif record.get("event") == "apply":
             self.applied = [bytes.fromhex(t) for t in record["trainers"]]
+        elif record.get("event") == "verify":
+            self.verdicts.append((record["step"], bytes.fromhex(record["trainer"]),
+                                  record["z_own"], record["bad"]))
 
 
 class Sim:
@@ -106,6 +109,7 @@ class Sim:
         self.applies = []  # (client index, step, [trainer keys] its trainer applied) in order
         self.payloads = {}  # step -> {client index: payload} of honest results published
         self.heldout = {}  # client index -> [(step, loss)]
+        self.verdicts = []  # (step, trainer key, score, bad) of every verifier's judgement
         self.agreed = set()  # every parameter hash the coordinator recorded as agreed
         self.failure = None
         self.adversary_failures = []  # applies that raised on an adversary (its own problem)
@@ -127,7 +131,7 @@ class Sim:
         k = len(self.clients)
         ident = Identity(hashlib.sha256(b"byzantine/client/%d" % k).digest())
         trainer = DistroTrainer(self.spec, self.run_id, ident, log=lambda s: None,
-                                metrics=_Recorder(self.heldout.setdefault(k, [])),
+                                metrics=_Recorder(self.heldout.setdefault(k, []), self.verdicts),
                                 micro_batch_size=8)
         # the daemon's bound: what an honest payload of this model can weigh at most
         sm = ClientStateMachine(ident.public, ident.public, can_store=self.store is not None,
