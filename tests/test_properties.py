@@ -28,9 +28,11 @@ from psyche_coordinator_core import (
     round_batch_size,
     tick_deadline,
     to_bytes,
+    verification_sample,
 )
 from psyche_coordinator_core.bloom import EMPTY_BLOOM, bloom_of
 from psyche_coordinator_core.committee import checkpointer_count, verifier_count
+from psyche_coordinator_core.constants import VERIFY_SAMPLE
 from psyche_coordinator_core.shuffle import swap_or_not_permutation
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -84,6 +86,19 @@ def test_assign_batches_partitions_the_batch(n, pick, seed, vp, start, extra, ra
     checks = assign_verifications(cfg, rnd)
     assert set(checks) == set(verifiers)
     assert all(b in ranges for b in checks.values())
+
+    # the verifiers' samples: trainers with a batch, at most VERIFY_SAMPLE each, the first the
+    # one assign_verifications names, disjoint while there are enough trainers, and covering
+    # the round when there are enough verifiers
+    samples = {v: verification_sample(cfg, rnd, v, cm) for v in verifiers}
+    assert all(1 <= len(t) <= VERIFY_SAMPLE and set(t) <= set(batches) for t in samples.values())
+    assert all(batches[t[0]] == checks[v] for v, t in samples.items())
+    judged = [x for t in samples.values() for x in t]
+    if len(verifiers) <= len(batches):
+        assert len(judged) == len(set(judged))
+    if verifiers:
+        assert len(set(judged)) == min(len(batches), VERIFY_SAMPLE * len(verifiers))
+    assert verification_sample(cfg, rnd, trainers[0], cm) == []
 
 
 # ====================================================================== (f) swap-or-not

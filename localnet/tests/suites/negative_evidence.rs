@@ -90,7 +90,10 @@ fn evidence_refusals_and_eviction() {
     // the other verifier may name only trainers of its own sample
     let ix = run.evidence(&v1.pubkey(), i1, step, target);
     env.expect_err(&[&v1], &[ix], pe(PE::InvalidEvidence), &watch);
-    env.ok(&[&v1], &[run.evidence(&v1.pubkey(), i1, step, theirs[0] as u16)]);
+    env.ok(
+        &[&v1],
+        &[run.evidence(&v1.pubkey(), i1, step, theirs[0] as u16)],
+    );
     let s = env.state(&live.r.account_key());
     let accused = s.get().current_round().accused;
     for i in 0..8 {

@@ -146,7 +146,11 @@ pub fn batch_mask(config: &RunConfig, rnd: &Round) -> [u8; MAX_CLIENTS / 8] {
 
 /// Verifier `client_index`'s position j among the round's verifiers (index order) and their
 /// count m; None for a non-verifier.
-fn verifier_position(config: &RunConfig, rnd: &Round, client_index: usize) -> Option<(usize, usize)> {
+fn verifier_position(
+    config: &RunConfig,
+    rnd: &Round,
+    client_index: usize,
+) -> Option<(usize, usize)> {
     let mut verifiers = [0u8; MAX_CLIENTS];
     let v = committee::verifiers(rnd, config.verification_percent, &mut verifiers);
     let j = verifiers[..v]
@@ -194,7 +198,12 @@ pub fn verification_for(config: &RunConfig, rnd: &Round, client_index: usize) ->
 /// `target in verification_sample(config, rnd, verifier)`: with m verifiers, the j-th judges
 /// positions j, j + m, ... of the verification order (at most `VERIFY_SAMPLE`), or only
 /// position j mod n when j is past the last of the n trainers.
-pub fn in_verification_sample(config: &RunConfig, rnd: &Round, verifier: usize, target: usize) -> bool {
+pub fn in_verification_sample(
+    config: &RunConfig,
+    rnd: &Round,
+    verifier: usize,
+    target: usize,
+) -> bool {
     let Some((j, m)) = verifier_position(config, rnd, verifier) else {
         return false;
     };
