@@ -191,8 +191,13 @@ class ClientStateMachine:
         return self._witness() + self._judge()
 
     def _judge(self) -> list[Action]:
-        """An elected verifier's Verify of each result of its sample, once it is here and valid."""
-        return self.verifying.due(self.state, self.my_index(), self.my_phase(), self.assignments,
+        """An elected verifier's Verify of each result of its sample, once it is here and valid
+        and while the model holds the parameters that train its step (a result judged against
+        other parameters is judged wrongly: one round's apply moves it far)."""
+        st = self.state
+        if st is None or not self.sync.trains(st.step):
+            return []
+        return self.verifying.due(st, self.my_index(), self.my_phase(), self.assignments,
                                   self.results)
 
     def verified(self, step: int, result: TrainingResult, bad: bool, detail: str
