@@ -13,8 +13,8 @@ permutation z-score: about N(0, 1) for noise, very negative for a flipped sign).
 Measured on the byzantine benchmark's run (8 clients, 40 steps, the results of one run scored
 offline at the parameters they were trained from): 139 honest results scored 2.4 to 15, 41 of
 random values -2.6 to 2.7 (37 to 39 of them under 2, with different twins), sign flips under -3;
-in an all-honest run of the same benchmark 1 of 240 honest verdicts scored under 2 (0.85).
-`Z_MIN` is the line: it keeps out nearly all noise, and a few honest results in a thousand.
+across the benchmark's runs 15 of 3409 honest verdicts scored under 2 (down to -4.4).
+`Z_MIN` is the line: it keeps out nearly all noise, and about 4 honest results in a thousand.
 Recomputing the trainer's exact update is impossible (the payload depends on its private
 momentum and lookahead); this needs one forward and backward pass of the batch and `twins`
 inverse DCTs. Float arithmetic: a verdict is one verifier's, it is never
