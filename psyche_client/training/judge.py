@@ -29,27 +29,38 @@ Z_MIN = 2.0
 TWINS = 64
 
 
-def _gain(grads, transforms, result, values) -> float:
-    """sum over parameters of g . sign(IDCT(values at the result's indices))."""
-    total = 0.0
-    for g, t, sp, v in zip(grads, transforms, result.params, values):
-        c = torch.zeros(t.nchunks, t.totalk, dtype=torch.float32).scatter_(1, sp.indices.cpu(), v)
-        total += float((g * torch.sign(t.decode(c))).sum())
-    return total
+def _signs(transforms, indices, values) -> list:
+    """Per parameter, sign(IDCT(values at the indices)): the step's direction."""
+    return [torch.sign(t.decode(torch.zeros(t.nchunks, t.totalk, dtype=torch.float32)
+                                .scatter_(1, idx, v)))
+            for t, idx, v in zip(transforms, indices, values)]
 
 
-def alignment_z(result, grads, transforms, twins: int = TWINS, seed: bytes = b"") -> float:
-    """The result's permutation z-score against `grads` (float32 CPU gradients of the batch, one
-    per parameter, in the optimizer's order); the twins' signs are drawn from `seed`."""
+def _gain(grads, signs) -> float:
+    """sum over parameters of g . sign(IDCT(values))."""
+    return sum(float((g * s).sum()) for g, s in zip(grads, signs))
+
+
+def alignment_z(result, gradients: list, transforms, twins: int = TWINS,
+                seed: bytes = b"") -> list[float]:
+    """The result's permutation z-score against each of `gradients` (each a batch's float32 CPU
+    gradients, one per parameter, in the optimizer's order); the twins' signs are drawn from
+    `seed`, and each twin's direction is computed once for all the batches."""
     gen = torch.Generator().manual_seed(int.from_bytes(hashlib.sha256(seed).digest()[:8], "little"))
+    indices = [sp.indices.cpu() for sp in result.params]
     values = [sp.dense_values(torch.float32).cpu() for sp in result.params]
-    own = _gain(grads, transforms, result, values)
-    gains = []
+    signs = _signs(transforms, indices, values)
+    own = [_gain(g, signs) for g in gradients]
+    gains = [[] for _ in gradients]
     for _ in range(twins):
         flipped = [torch.where(torch.rand(v.shape, generator=gen) < 0.5, -v, v) for v in values]
-        gains.append(_gain(grads, transforms, result, flipped))
-    g = torch.tensor(gains, dtype=torch.float64)
-    spread = float(g.std())
-    if spread == 0.0:  # every twin gains the same (no values, or a zero gradient): no evidence
-        return float("inf")
-    return (own - float(g.mean())) / spread
+        signs = _signs(transforms, indices, flipped)
+        for out, g in zip(gains, gradients):
+            out.append(_gain(g, signs))
+    scores = []
+    for mine, theirs in zip(own, gains):
+        g = torch.tensor(theirs, dtype=torch.float64)
+        spread = float(g.std())
+        # every twin gains the same (no values, or a zero gradient): no evidence
+        scores.append(float("inf") if spread == 0.0 else (mine - float(g.mean())) / spread)
+    return scores

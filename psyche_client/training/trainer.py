@@ -299,10 +299,14 @@ class DistroTrainer:
         return hf_files(self.model), parameter_hash(self.model)
 
     # ---------------------------------------------------------------- the three duties
+    def _tokens(self, batch) -> torch.Tensor:
+        """The batch's sequences from the run's data provider, on this trainer's device."""
+        return torch.from_numpy(np.ascontiguousarray(
+            self.provider.get_samples(batch.start, batch.end))).to(self.device)
+
     def train(self, step: int, batch, state) -> bytes:
         started = time.time()
-        tokens = torch.from_numpy(np.ascontiguousarray(
-            self.provider.get_samples(batch.start, batch.end))).to(self.device)
+        tokens = self._tokens(batch)
         self.model.train()
         self.model.zero_grad(set_to_none=True)
         n = len(tokens)
@@ -358,9 +362,8 @@ class DistroTrainer:
         batch is under judge.Z_MIN (noise, a flipped sign). Copies and replays, which point
         down too, are the validation's to catch. Returns (bad, what was measured)."""
         peer = peer_result_from_training_result(result, layout=self.layout)
-        seed = result.commitment
-        z = [alignment_z(peer, self._gradient(b), self.optimizer.transforms, seed=seed)
-             for b in (result.batch, compare)]
+        z = alignment_z(peer, [self._gradient(b) for b in (result.batch, compare)],
+                        self.optimizer.transforms, seed=result.commitment)
         bad = z[0] < Z_MIN
         detail = f"z {z[0]:.2f} on its batch, {z[1]:.2f} on {compare} (bad under {Z_MIN:g})"
         self.metrics.write(event="verify", step=step, trainer=result.trainer.hex(),
@@ -370,8 +373,7 @@ class DistroTrainer:
     def _gradient(self, batch) -> list:
         """The mean-loss gradient of `batch` at the current parameters (float32, CPU), which
         stay as they are."""
-        tokens = torch.from_numpy(np.ascontiguousarray(
-            self.provider.get_samples(batch.start, batch.end))).to(self.device)
+        tokens = self._tokens(batch)
         self.model.train()
         self.model.zero_grad(set_to_none=True)
         try:

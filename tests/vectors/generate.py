@@ -421,14 +421,16 @@ class Scenario:
         rnd = self.round_of(s.step if step is None else step)
         return [self.label_at(i) for i in verification_sample(s.config, rnd, self.idx(label))]
 
-    def accused(self, step=None) -> set:
-        """Labels in the `accused` mask of the round that trains `step` (default: current)."""
-        bits = self.round_of(self.state.step if step is None else step).accused
+    def labels_in(self, bits: int) -> set:
+        """Labels of the clients whose bit is set in a mask over client indices."""
         return {self.label_at(i) for i in range(len(self.state.clients)) if (bits >> i) & 1}
 
+    def accused(self, step=None) -> set:
+        """Labels in the `accused` mask of the round that trains `step` (default: current)."""
+        return self.labels_in(self.round_of(self.state.step if step is None else step).accused)
+
     def accusers(self, label) -> set:
-        bits = self.state.clients[self.idx(label)].accusers
-        return {self.label_at(i) for i in range(len(self.state.clients)) if (bits >> i) & 1}
+        return self.labels_in(self.state.clients[self.idx(label)].accusers)
 
     def participants(self) -> set:
         """Labels of the current round's participants."""
