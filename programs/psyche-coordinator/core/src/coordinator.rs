@@ -10,9 +10,7 @@
 //! code. `now >= 2^63` is `InvalidOperation`, as in `apply`; then a state of another layout
 //! version is `LayoutVersionMismatch` (also `apply`), before the operation's own checks.
 
-use crate::assignment::{
-    batch_for, batch_mask, for_each_batch, in_verification_sample, round_batch_size,
-};
+use crate::assignment::{batch_mask, for_each_batch, in_verification_sample, round_batch_size};
 use crate::bloom::{check_bloom_bytes, count_containing};
 use crate::committee::{
     expected_witnesses, is_checkpointer, is_verifier, is_witness, param_quorum, witness_quorum,
@@ -963,13 +961,13 @@ pub fn evidence(
     let index = sender(s, signer, index)?;
     let cur = s.header.step;
     let back = if step == cur {
-        Some(0)
+        0
     } else if cur >= 1 && step == cur - 1 {
-        Some(1)
+        1
     } else {
-        None
+        return Err(E::InvalidEvidence);
     };
-    let rnd = match back.and_then(|k| s.round_back(k)) {
+    let rnd = match s.round_back(back) {
         Some(rnd) if s.round_trains(rnd) => rnd,
         _ => return Err(E::InvalidEvidence),
     };
@@ -980,19 +978,17 @@ pub fn evidence(
     if target >= s.clients().len() {
         return Err(E::InvalidClientIndex);
     }
-    if batch_for(&s.config, rnd, target).is_none()
-        || !in_verification_sample(&s.config, rnd, index, target)
-        || !s.clients[target].is_healthy()
-    {
+    // the sample holds only trainers with a batch: that check is this one too
+    if !in_verification_sample(&s.config, rnd, index, target) || !s.clients[target].is_healthy() {
         return Err(E::InvalidEvidence);
     }
     if bit(&s.clients[target].accusers, index) && bit(&rnd.accused, target) {
         return Err(E::AlreadyAccused);
     }
     let quorum = s.config.evidence_quorum as usize;
-    let k = back.unwrap_or(0);
-    let slot = (s.head() + NUM_STORED_ROUNDS - k) % NUM_STORED_ROUNDS;
-    set_bit(&mut s.rounds[slot].accused, target);
+    if let Some(rnd) = s.round_back_mut(back) {
+        set_bit(&mut rnd.accused, target);
+    }
     let c = &mut s.clients[target];
     set_bit(&mut c.accusers, index);
     if popcount(&c.accusers) >= quorum {

@@ -424,13 +424,22 @@ impl CoordinatorState {
         &mut self.rounds[head]
     }
 
-    /// The round k rounds before the current one in this epoch, or None.
-    pub fn round_back(&self, k: usize) -> Option<&Round> {
+    /// The slot of the round k rounds before the current one in this epoch, or None.
+    fn round_back_slot(&self, k: usize) -> Option<usize> {
         if (self.current_round().height as usize) < k {
             return None;
         }
-        let i = (self.head() + NUM_STORED_ROUNDS - k % NUM_STORED_ROUNDS) % NUM_STORED_ROUNDS;
-        Some(&self.rounds[i])
+        Some((self.head() + NUM_STORED_ROUNDS - k % NUM_STORED_ROUNDS) % NUM_STORED_ROUNDS)
+    }
+
+    /// The round k rounds before the current one in this epoch, or None.
+    pub fn round_back(&self, k: usize) -> Option<&Round> {
+        Some(&self.rounds[self.round_back_slot(k)?])
+    }
+
+    pub fn round_back_mut(&mut self, k: usize) -> Option<&mut Round> {
+        let i = self.round_back_slot(k)?;
+        Some(&mut self.rounds[i])
     }
 
     pub fn round_step(&self, rnd: &Round) -> u64 {
