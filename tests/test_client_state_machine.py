@@ -79,6 +79,7 @@ class Sim:
         self.bases = []  # (client, step) of every base loaded
         self.kept_base = {}  # client -> (step, params) of its base
         self.applies = []  # (client, step, commitments applied)
+        self.verifies = []  # (verifier, step, result, the trainer's result of step - 1)
 
     def add_client(self) -> int:
         k = len(self.ids)
@@ -186,7 +187,8 @@ class Sim:
                         payload = bytes(OVERSIZE)
                     result = TrainingResult.create(self.ids[who], step, batch, payload)
                     queue += [(who, a) for a in sm.trained(step, result)]
-                case Verify(step, r, _):
+                case Verify(step, r, _, previous):
+                    self.verifies.append((who, step, r, previous))
                     bad = r.trainer in {self.ids[k].public for k in self.harmful}
                     queue += [(who, a) for a in sm.verified(step, r, bad, "sim")]
                 case Validate(r):  # what DummyTrainer.validate checks

@@ -4,6 +4,7 @@ vouched for, never applied, and its trainer is removed by the health checks; the
 results of every round are applied by every client."""
 
 from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -12,7 +13,9 @@ from psyche_client.client.actions import Log, Validate
 from psyche_client.client.copies import DIGEST_ROUNDS, NEAR_COPY, SeenPayloads, overlap
 from psyche_client.client.results import MAX_RESULT_BYTES, TrainingResult, dummy_payload
 from psyche_client.client.state_machine import ClientStateMachine
-from psyche_coordinator_core import ClientState, RunState
+from psyche_client.client.verifying import Verifying
+from psyche_client.identity import Identity
+from psyche_coordinator_core import BatchId, ClientState, RunState
 
 from .test_client_state_machine import CONFIG, OVERSIZE, Sim
 
@@ -179,3 +182,39 @@ def test_verifiers_report_a_harmful_trainer_and_a_quorum_of_them_evicts_it():
     assert len({who for who, _ in evidence}) >= 2
     assert all(st.clients[a["target"]].signer == bad for _, a in evidence)
     assert not [r for r in sim.rejected if r[1] == "evidence"]
+
+
+def test_a_verifier_judges_each_result_where_its_trainer_trained():
+    """A trainer that trained the step before trains at its lookahead (that result's update
+    stepped in), so a verifier's Verify carries that result, and nothing when the trainer had
+    no batch then (it verified, or joined since)."""
+    config = replace(LONG, verification_percent=25, evidence_quorum=2, init_min_clients=8,
+                     epoch_time=200, total_steps=12)
+    sim = Sim(8, config=config)
+    sim.run(lambda s: s.run_state == RunState.Finished, limit=2000)
+    published = {(r.step, r.trainer): r for r in sim.published}
+    assert sim.verifies
+    for _, step, r, previous in sim.verifies:
+        assert previous is published.get((step - 1, r.trainer)), (step, r.trainer.hex()[:8])
+    with_previous = sum(v[3] is not None for v in sim.verifies)
+    assert 0 < with_previous < len(sim.verifies)  # both: the election changes who trains
+
+
+def test_a_verifier_waits_for_the_trainers_result_of_the_step_before():
+    """(known, previous): known once the trainer's result of step - 1 is here or refused, or
+    when it had no batch then; a result is not judged from parameters it was not trained at."""
+    trainer, other = b"t" * 32, b"o" * 32
+    st = SimpleNamespace(clients=[SimpleNamespace(signer=other), SimpleNamespace(signer=trainer)])
+    result = SimpleNamespace(trainer=trainer)
+    b0, b1 = BatchId(0, 3), BatchId(4, 7)
+    prior = TrainingResult.create(Identity.generate(), 4, b1, b"x")
+    assigned = {4: {0: b0, 1: b1}}
+
+    def previous(assignments, results, invalid):
+        return Verifying._previous(st, 5, result, assignments, results, invalid)
+
+    assert previous(assigned, {4: {b1: prior}}, {}) == (True, prior)
+    assert previous(assigned, {4: {b0: prior}}, {}) == (False, None)  # on its way
+    assert previous(assigned, {}, {4: {b1: "a copy"}}) == (True, None)  # refused
+    assert previous({4: {0: b0}}, {}, {}) == (True, None)  # no batch at step 4
+    assert previous({}, {}, {}) == (True, None)  # the epoch's first round

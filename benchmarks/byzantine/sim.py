@@ -203,8 +203,8 @@ class Sim:
             case A.Validate(result):  # the daemon's validation thread, at once here
                 why, fingerprint = tr.validate(result)
                 return sm.validated(result, why, fingerprint)
-            case A.Verify(step, result, compare):  # an elected verifier's loss-improvement test
-                bad, detail = tr.verify(step, result, compare)
+            case A.Verify(step, result, compare, previous):  # an elected verifier's test
+                bad, detail = tr.verify(step, result, compare, previous)
                 return sm.verified(step, result, bad, detail)
             case A.Publish(result):
                 for other in self.clients:

@@ -72,11 +72,13 @@ class Validate:
 @dataclass(frozen=True)
 class Verify:
     """An elected verifier judges a peer's result of `step` with the loss-improvement test
-    (against `compare`, another batch of the round), in the worker after the applies asked for
-    before it, and calls verified(step, result, bad, detail)."""
+    (against `compare`, another batch of the round; at the lookahead of `previous`, the
+    trainer's result of `step - 1` when it trained that step), in the worker after the applies
+    asked for before it, and calls verified(step, result, bad, detail)."""
     step: int
     result: TrainingResult
     compare: BatchId
+    previous: TrainingResult | None = None
 
 
 @dataclass(frozen=True)

@@ -198,7 +198,7 @@ class ClientStateMachine:
         if st is None or not self.sync.trains(st.step):
             return []
         return self.verifying.due(st, self.my_index(), self.my_phase(), self.assignments,
-                                  self.results)
+                                  self.results, self.invalid)
 
     def verified(self, step: int, result: TrainingResult, bad: bool, detail: str
                  ) -> list[Action]:

@@ -34,9 +34,12 @@ class Verifying:
                 plan.append((target, others[(rnd.random_seed + me) % len(others)]))
         return plan
 
-    def due(self, st, me, phase, assignments: dict, results: dict) -> list[Action]:
-        """Verify actions for the current round's sample, for each result once it is here and
-        valid. `assignments`: {step: {client index: batch}} of the rounds (the machine's)."""
+    def due(self, st, me, phase, assignments: dict, results: dict, invalid: dict
+            ) -> list[Action]:
+        """Verify actions for the current round's sample, for each result once it and its
+        trainer's result of the step before (see _previous) are here. `assignments`: {step:
+        {client index: batch}} of the rounds, `results` {step: {batch: valid result}} and
+        `invalid` {step: {batch: why refused}} (the machine's)."""
         if (me is None or phase != ClientPhase.Active or not st.config.verification_percent
                 or st.run_state not in (RunState.RoundTrain, RunState.RoundWitness)
                 or not st.round_trains(st.current_round)):
@@ -52,9 +55,32 @@ class Verifying:
             if (result is None or (step, target) in self.asked
                     or self._accused(st, me, step, result)):
                 continue
+            known, previous = self._previous(st, step, result, assignments, results, invalid)
+            if not known:
+                continue
             self.asked.add((step, target))
-            out.append(Verify(step, result, compare))
+            out.append(Verify(step, result, compare, previous))
         return out
+
+    @staticmethod
+    def _previous(st, step: int, result, assignments: dict, results: dict, invalid: dict
+                  ) -> tuple[bool, object]:
+        """(known, the trainer's valid result of `step - 1`, or None when it trained no batch
+        then or its result was refused). A trainer that trained `step - 1` trained `step` at
+        its lookahead, that result's update stepped in, and the verifier must stand there too
+        (an honest result judged from the bare parameters can score as noise). Not known while
+        that result is on its way: the result is judged once it is here. A round with no round
+        before it in the epoch has no lookahead (the drain rounds that end an epoch apply every
+        set still in flight)."""
+        prior = assignments.get(step - 1)
+        if prior is None:
+            return True, None
+        batch = next((b for i, b in prior.items() if st.clients[i].signer == result.trainer),
+                     None)
+        if batch is None or batch in invalid.get(step - 1, {}):
+            return True, None
+        previous = results.get(step - 1, {}).get(batch)
+        return previous is not None, previous
 
     @staticmethod
     def _accused(st, me, step: int, result) -> bool:

@@ -42,8 +42,9 @@ Deviations from the reference, all deliberate (see README.md):
   dtype), aggregation runs in float64 and the inverse DCT in exact fixed point (about float32's
   precision, the same bits everywhere), not in the param dtype;
 - top-k indices are sent sorted by index, not by magnitude (same set, canonical order);
-- the optional lookahead (Psyche's ``error_correction``) saves and restores the parameters exactly
-  rather than subtracting and re-adding ``prev_lr * sign(delta)`` (which is not bit-exact);
+- the optional lookahead (Psyche's ``error_correction``) steps by the sign of the update as it was
+  sent, not of the whole delta (so a verifier can reproduce it), and saves and restores the
+  parameters exactly rather than subtracting and re-adding the step (which is not bit-exact);
 - optional norm clipping (``clip``) bounds each result's influence on the mean (the reference
   takes the plain mean): a robust-aggregation second line behind result validation;
 - the optional screen (``screen``) leaves a round's outliers out of the mean altogether.
@@ -138,6 +139,19 @@ class PeerResult:
     params: tuple[SparseParam, ...]
 
 
+def update_signs(transforms: Sequence[ChunkedDCT], params: Sequence[SparseParam]
+                 ) -> list[torch.Tensor]:
+    """Per parameter, sign(IDCT(one result's values)) as int8 on the CPU, decoded exactly
+    (``dct.decode_sign``): the direction of that result's own step, the same bits for its
+    trainer (its lookahead) and for any peer that decodes its payload (a verifier)."""
+    out = []
+    for t, sp in zip(transforms, params):
+        c = torch.zeros(t.nchunks, t.totalk, dtype=torch.float64)
+        out.append(decode_sign(t, c.scatter_(1, sp.indices.cpu(),
+                                             sp.dense_values(torch.float64).cpu())))
+    return out
+
+
 def value_norm(sp: SparseParam) -> float:
     """The L2 norm of a result's values for one parameter, the same float64 on every machine:
     the squares of float32/bf16/fp16 values are exact in float64, ``math.fsum`` rounds their sum
@@ -159,7 +173,8 @@ class DistroOptimizer:
         ``agg_dtype``: dtype of the aggregation sums in ``apply_results`` (the inverse DCT is
         exact fixed point whatever it is).
         ``max_grad_norm``: clip the global grad norm in ``compress_step`` (reference: clip 1.0).
-        ``lookahead``: keep sign(delta) for ``apply_lookahead`` (Psyche's error_correction).
+        ``lookahead``: keep the sent update's sign for ``apply_lookahead`` (Psyche's
+        error_correction, on the transmitted part).
         ``clip``: in ``apply_results``, scale each result's values of a parameter down to an L2
         norm of at most ``clip`` times the median norm of the round's results for it (0: off;
         else >= 1, so a result at the median is never scaled). 1-bit results all have the same
@@ -221,14 +236,12 @@ class DistroOptimizer:
             grads = [p for p in self.params if p.grad is not None]
             if grads:
                 torch.nn.utils.clip_grad_norm_(grads, self.max_grad_norm)
-        out, full, signs = [], [], []
+        out, full = [], []
         for p, d, t, k in zip(self.params, self.delta, self.transforms, self.ks):
             if self.momentum_decay != 1.0:
                 d.mul_(self.momentum_decay)
             if p.grad is not None:
                 d.add_(p.grad.to(d.dtype), alpha=lr)
-            if self.lookahead:
-                signs.append(torch.sign(d).to(torch.int8))
             c = t.encode(d)
             idx = torch.topk(c.abs(), k, dim=1, largest=True, sorted=False).indices
             idx, _ = torch.sort(idx, dim=1)
@@ -242,7 +255,9 @@ class DistroOptimizer:
             out.append(SparseParam(t.shape, t.chunk, idx, sent))
         self.last_unquantized = full
         if self.lookahead:
-            self._lookahead_sign = signs
+            # the update as it was sent, not the whole delta: public, so a verifier can train
+            # where this client will (training README, deviation 5)
+            self._lookahead_sign = update_signs(self.transforms, out)
         return out
 
     # ----- consensus half -----
@@ -337,17 +352,19 @@ class DistroOptimizer:
     # ----- optional lookahead (Psyche's error_correction) -----
 
     @torch.no_grad()
-    def apply_lookahead(self, prev_lr: float) -> None:
-        """``p -= prev_lr * sign(delta)`` with delta as it was before the last transmitted part was
-        removed, so the next gradients see roughly the update still in flight. The parameters are
-        saved first; ``remove_lookahead`` (or ``compress_step``) restores them bit-exactly."""
-        if not self.lookahead or self._lookahead_sign is None:
+    def apply_lookahead(self, prev_lr: float, signs: list[torch.Tensor] | None = None) -> None:
+        """``p -= prev_lr * sign(IDCT(sent))``, the step of this client's last transmitted
+        update, so the next gradients see roughly the update still in flight; `signs`: another
+        result's (``update_signs``), to stand where its trainer trained. The parameters are saved
+        first; ``remove_lookahead`` (or ``compress_step``) restores them bit-exactly."""
+        signs = self._lookahead_sign if signs is None else signs
+        if not self.lookahead or signs is None:
             raise RuntimeError("no lookahead state (needs lookahead=True and a compress_step)")
         if self._backup is not None:
             raise RuntimeError("lookahead already active")
         self._backup = [p.detach().clone() for p in self.params]
-        for p, sgn in zip(self.params, self._lookahead_sign):
-            p.sub_(sgn.to(p.dtype), alpha=prev_lr)
+        for p, sgn in zip(self.params, signs):
+            p.sub_(sgn.to(p.device, p.dtype), alpha=prev_lr)
 
     @torch.no_grad()
     def remove_lookahead(self) -> None:

@@ -31,7 +31,7 @@ from psyche_coordinator_core import CheckpointKind
 from ..data.http import HttpDataProvider
 from ..data.local import LocalDataProvider
 from ..data.tcp import TcpDataProvider
-from .distro import DistroOptimizer
+from .distro import DistroOptimizer, update_signs
 from .errors import ModelUnavailable
 from .heldout import heldout_loss
 from .judge import Z_MIN, alignment_z
@@ -354,21 +354,44 @@ class DistroTrainer:
             return str(e), None
         return "", fingerprint(params)
 
-    def verify(self, step: int, result, compare) -> tuple:
+    def verify(self, step: int, result, compare, previous=None) -> tuple:
         """Judge a peer's result (judge.py, after Templar's Gauntlet: does it help the batch it
         was trained on?): the gradient of its batch, and of `compare` (another batch of the
         round, for the log: an honest update is aimed at its own batch), at the parameters
-        this client trains `step` with; bad when the result's permutation z-score on its own
+        its trainer trained `step` with: this client's (those that train `step`), with the
+        lookahead of `previous` (the trainer's result of `step - 1`, when it trained that step)
+        stepped in as the trainer did. Bad when the result's permutation z-score on its own
         batch is under judge.Z_MIN (noise, a flipped sign). Copies and replays, which point
         down too, are the validation's to catch. Returns (bad, what was measured)."""
         peer = peer_result_from_training_result(result, layout=self.layout)
-        z = alignment_z(peer, [self._gradient(b) for b in (result.batch, compare)],
-                        self.optimizer.transforms, seed=result.commitment)
+        lookahead = self._lookahead_of(step, previous)
+        try:
+            grads = [self._gradient(b) for b in (result.batch, compare)]
+        finally:
+            if lookahead:
+                self.optimizer.remove_lookahead()
+        z = alignment_z(peer, grads, self.optimizer.transforms, seed=result.commitment)
         bad = z[0] < Z_MIN
-        detail = f"z {z[0]:.2f} on its batch, {z[1]:.2f} on {compare} (bad under {Z_MIN:g})"
+        detail = (f"z {z[0]:.2f} on its batch, {z[1]:.2f} on {compare}"
+                  f"{' with its lookahead' if lookahead else ''} (bad under {Z_MIN:g})")
         self.metrics.write(event="verify", step=step, trainer=result.trainer.hex(),
-                           z_own=z[0], z_other=z[1], bad=bad)
+                           z_own=z[0], z_other=z[1], lookahead=lookahead, bad=bad)
         return bad, detail
+
+    def _lookahead_of(self, step: int, previous) -> bool:
+        """Step in the lookahead a trainer stood at for `step`: the update of its `previous`
+        result (the same bits as its own, update_signs). False when there is none to take: the
+        run trains without lookahead, the trainer did not train `step - 1`, or that result does
+        not decode (its trainer's, refused anyway; judged from the parameters as they are)."""
+        if previous is None or not self.optimizer.lookahead:
+            return False
+        try:
+            prior = peer_result_from_training_result(previous, layout=self.layout)
+        except ValueError:
+            return False
+        self.optimizer.apply_lookahead(self._lr(step - 1),
+                                       update_signs(self.optimizer.transforms, prior.params))
+        return True
 
     def _gradient(self, batch) -> list:
         """The mean-loss gradient of `batch` at the current parameters (float32, CPU), which

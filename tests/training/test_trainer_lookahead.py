@@ -68,3 +68,23 @@ def test_no_lookahead_for_an_applied_or_untrained_step(tmp_path):
     assert looked == []
     train(t, 5)  # step 4 is in flight
     assert len(looked) == 1
+
+
+def test_a_verifier_stands_where_the_trainer_trained(tmp_path):
+    """The lookahead steps by the sign of the update as it was sent, so a verifier that decodes
+    the trainer's previous result reaches the trainer's training parameters bit for bit (its
+    test of the next result then sees the gradient the trainer saw)."""
+    ahead, verifier = trainer(tmp_path / "a", True), trainer(tmp_path / "b", True)
+    p1, start = train(ahead, 1)
+    ahead.optimizer.apply_lookahead(ahead._lr(1))  # where ahead trains step 2 (see above)
+    there = parameter_hash(ahead.model)
+    ahead.optimizer.remove_lookahead()
+    previous = TrainingResult.create(ahead.identity, 1, BatchId(0, 3), p1)
+    assert verifier._lookahead_of(2, previous)
+    assert parameter_hash(verifier.model) == there != start
+    verifier.optimizer.remove_lookahead()
+    assert parameter_hash(verifier.model) == start
+    # nothing to stand on: no result of the step before, or one that does not decode
+    garbage = TrainingResult.create(ahead.identity, 1, BatchId(0, 3), b"x" * 20)
+    assert not verifier._lookahead_of(2, None) and not verifier._lookahead_of(2, garbage)
+    assert parameter_hash(verifier.model) == start

@@ -151,19 +151,20 @@ def test_apply_leaves_out_what_does_not_decode_and_every_client_ends_the_same(da
 @pytest.mark.heavy
 def test_the_verifiers_test_tells_honest_updates_from_flipped_and_noise(data_dir):
     """A verifier scores each result by how far the first-order gain of its update on its own
-    batch lies above that of the same values under random signs (judge.py): honest results are
-    aimed at their batch; sign-flipped ones point up it, noise nowhere in particular (measured
-    on 5 steps of 3 trainers: honest 0 of 15 judged bad, flipped 15 of 15, noise 14 of 15; the
-    old loss-change test caught 14 flipped and 4 noise). A bad verdict leaves the result out of
-    every client's apply and counts towards its trainer's eviction, so an honest verdict must
-    never be bad."""
+    batch lies above that of the same values under random signs (judge.py), at the parameters
+    its trainer trained at (the consensus, and its previous result's lookahead): honest results
+    are aimed at their batch; sign-flipped ones point up it, noise nowhere in particular
+    (measured on 5 steps of 3 trainers, each step applied one round late as in a run: honest 0
+    of 15 judged bad, flipped 15 of 15, noise 14 of 15; the old loss-change test caught 14
+    flipped and 4 noise). A bad verdict leaves the result out of every client's apply and counts
+    towards its trainer's eviction, so an honest verdict must never be bad."""
     trainers, state = make_trainers(data_dir, 4, quantize_1bit=False)
     verifier = trainers[3]
     verdicts = {"honest": [], "flipped": [], "noise": []}
     gen = torch.Generator().manual_seed(7)
+    previous = [None] * 3
     for step in range(1, 6):
-        results = train(trainers[:3], state, step)
-        verifier.train(step, BatchId(12, 15), state)  # it keeps pace (its own result unused)
+        results = train(trainers[:3], state, step)  # at the lookahead of step - 1, in flight
         for k, r in enumerate(results):
             compare = results[(k + 1) % 3].batch
             params = decode_payload(r.payload)
@@ -175,10 +176,12 @@ def test_the_verifiers_test_tells_honest_updates_from_flipped_and_noise(data_dir
             for name, payload in (("honest", r.payload), ("flipped", encode_payload(flipped)),
                                   ("noise", encode_payload(noise))):
                 bad, _ = verifier.verify(step, forged(trainers[k], payload, step, r.batch),
-                                         compare)
+                                         compare, previous[k])
                 verdicts[name].append(bad)
-        for t in trainers:
-            t.apply(step, results)
+        if step > 1:
+            for t in trainers:
+                t.apply(step - 1, previous)
+        previous = results
     print({k: f"{sum(v)} of {len(v)} judged bad" for k, v in verdicts.items()})
     assert not any(verdicts["honest"]), verdicts
     assert all(verdicts["flipped"]), verdicts
