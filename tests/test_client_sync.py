@@ -190,6 +190,22 @@ def test_model_line_hashes():
     assert epoch.cursor == 20 and epoch.hash_training(20) == b"e" * 32
 
 
+def test_model_line_knows_which_step_its_parameters_train():
+    """What a verifier checks before judging a result of `step` (the model must hold the
+    parameters its trainer trained from): an epoch's base trains its first two steps (the
+    rounds before it drained), a snapshot's only its step; an applied set moves it on one."""
+    epoch = ModelLine(20, b"e" * 32, "epoch")
+    assert [s for s in range(18, 24) if epoch.trains(s)] == [20, 21]
+    epoch.advance(AppliedSet(20, True, ()))
+    assert [s for s in range(18, 24) if epoch.trains(s)] == [22]  # 20's set is applied
+    snap = ModelLine(10, b"b" * 32, "snapshot")
+    assert [s for s in range(7, 13) if snap.trains(s)] == [10]
+    snap.advance(AppliedSet(9, False, ()))  # a round that applied nothing moves nothing
+    assert [s for s in range(7, 13) if snap.trains(s)] == [10, 11]
+    snap.advance(AppliedSet(10, True, ()))
+    assert [s for s in range(7, 13) if snap.trains(s)] == [12]
+
+
 def test_a_joiners_first_witness_vouches_for_the_round_it_joined_in():
     """A synced joiner elected witness in its first round must vouch for the round before it,
     whose results were sent before it joined: it asks its peers for them. Otherwise, with two

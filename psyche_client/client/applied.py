@@ -72,6 +72,16 @@ class ModelLine:
         if step in self.applies:
             self.applies[step] = digest
 
+    def trains(self, step: int) -> bool:
+        """The model holds the parameters that train `step` now: every set up to `step - 2`
+        applied and none after, where a set that applied nothing does not count (so an
+        epoch's first step trains on its base: the rounds before it drained)."""
+        if self.cursor == step - 1:
+            return True
+        before = step - 1
+        return (self.cursor == step and before not in self.applies
+                and (before >= self.start or self.origin == "epoch"))
+
     def hash_training(self, step: int):
         """The hash of the parameters that train `step` (every step up to step - 2 applied),
         or None when the model is not there or an Apply it needs has not reported yet."""

@@ -70,9 +70,9 @@ class Sync:
         return None if self.line is None else self.line.hash_training(step)
 
     def trains(self, step: int) -> bool:
-        """The model holds the parameters that train `step`: every set up to `step - 2` is
-        applied (or queued to apply) and none after it."""
-        return self.line is not None and self.line.cursor == step - 1
+        """The model holds the parameters that train `step` (ModelLine.trains; applies
+        queued count as done)."""
+        return self.line is not None and self.line.trains(step)
 
     def behind(self, step: int) -> bool:
         """The model still lacks a set that the parameters training `step` need."""

@@ -57,6 +57,13 @@ class OptimizerSpec:
     # train on the parameters plus this client's own update still in flight (round h is applied
     # while h+2 trains), as Psyche's error_correction; local only, removed before compressing
     lookahead: bool = True
+    # each trainer clips its batch's gradient to this global L2 norm before folding it into its
+    # momentum; 0 = off. Without it one batch's spike (31x the median norm on
+    # benchmarks/byzantine) ruled the momentum (decay 0.999) for rounds, and the screen left that
+    # honest trainer's results out as outliers. 5 cuts only such spikes there (99 % of batches
+    # stayed under 4); Psyche's reference and DeMo clip at 1.0, which there cut about half the
+    # steps and let the verifiers judge two honest results bad
+    grad_clip: float = 5.0
     # after warmup: "constant", or "cosine" down to final_lr_fraction * lr at the run's
     # total_steps (DeMo's recipe: cosine to 0.1)
     schedule: str = "constant"
@@ -93,6 +100,10 @@ class OptimizerSpec:
                 or not math.isfinite(self.clip) or not (self.clip == 0 or self.clip >= 1)):
             raise SpecError(f"optimizer.clip = {self.clip!r}: must be 0 (off) or a number >= 1 "
                             "(the bound on a result's norm, in medians of the round's norms)")
+        if (isinstance(self.grad_clip, bool) or not isinstance(self.grad_clip, (int, float))
+                or not math.isfinite(self.grad_clip) or self.grad_clip < 0):
+            raise SpecError(f"optimizer.grad_clip = {self.grad_clip!r}: must be 0 (off) or a "
+                            "positive number (the largest L2 norm of a batch's gradient)")
         if self.chunk < 1 or self.topk < 1 or self.warmup_steps < 0:
             raise SpecError("optimizer.chunk and topk must be >= 1, warmup_steps >= 0")
         return self

@@ -220,7 +220,7 @@ class DistroTrainer:
                                          weight_decay=o.weight_decay, chunk=o.chunk, topk=o.topk,
                                          quantize_1bit=o.quantize_1bit,
                                          lookahead=o.lookahead, clip=o.clip,
-                                         screen=o.screen)
+                                         screen=o.screen, max_grad_norm=o.grad_clip or None)
         if self.optimizer.layout() != self.layout:  # the validation thread checks against it
             raise RuntimeError("the optimizer's result layout is not the one the spec gives")
         self.compressed_step = self.applied_step = None

@@ -88,3 +88,7 @@ def test_a_verifier_stands_where_the_trainer_trained(tmp_path):
     garbage = TrainingResult.create(ahead.identity, 1, BatchId(0, 3), b"x" * 20)
     assert not verifier._lookahead_of(2, None) and not verifier._lookahead_of(2, garbage)
     assert parameter_hash(verifier.model) == start
+
+
+def test_the_trainer_clips_gradients_as_the_spec_says(tmp_path):
+    assert trainer(tmp_path, True).optimizer.max_grad_norm == 5.0  # optimizer.grad_clip
