@@ -61,7 +61,7 @@ class OptimizerSpec:
     # momentum; 0 = off. Without it one batch's spike (31x the median norm on
     # benchmarks/byzantine) ruled the momentum (decay 0.999) for rounds, and the screen left that
     # honest trainer's results out as outliers. 5 cuts only such spikes there (99 % of batches
-    # stayed under 4); Psyche's reference and DeMo clip at 1.0, which there cut about half the
+    # stayed under 4); Psyche's reference and DeMo clip at 1.0, which there cut about 40 % of the
     # steps and let the verifiers judge two honest results bad
     grad_clip: float = 5.0
     # after warmup: "constant", or "cosine" down to final_lr_fraction * lr at the run's
