@@ -563,12 +563,13 @@ def evidence(s: CoordinatorState, now: int, signer: bytes, index: int, step: int
         raise CoordinatorError("NotAVerifier", f"client {index} is not a verifier of step {step}")
     if type(target) is not int or not 0 <= target < len(s.clients):
         raise CoordinatorError("InvalidClientIndex", f"no client at index {target!r}")
-    if target not in assign_batches(s.config, rnd, committee):
-        raise CoordinatorError("InvalidEvidence",
-                               f"client {target} trained no batch in step {step}")
+    # the sample holds only trainers with a batch (as the Rust core, one check); the batches
+    # are assigned again only to name the refusal
     if target not in verification_sample(s.config, rnd, index, committee):
-        raise CoordinatorError("InvalidEvidence", f"client {target} is not in the sample of "
-                               f"verifier {index} for step {step}")
+        why = (f"trained no batch in step {step}"
+               if target not in assign_batches(s.config, rnd, committee)
+               else f"is not in the sample of verifier {index} for step {step}")
+        raise CoordinatorError("InvalidEvidence", f"client {target} {why}")
     c = s.clients[target]
     if c.state != ClientState.Healthy:
         raise CoordinatorError("InvalidEvidence", f"client {target} is {c.state.name}")
