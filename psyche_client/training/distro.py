@@ -214,7 +214,7 @@ class DistroOptimizer:
             self.delta = [torch.zeros(p.shape, dtype=state_dtype or p.dtype, device=p.device)
                           for p in self.params]
         self.last_unquantized: list[SparseParam] | None = None
-        self._lookahead_sign: list[torch.Tensor] | None = None
+        self._sent: list[SparseParam] | None = None  # the last update sent (the lookahead's)
         self._backup: list[torch.Tensor] | None = None
 
     # ----- shapes -----
@@ -256,8 +256,8 @@ class DistroOptimizer:
         self.last_unquantized = full
         if self.lookahead:
             # the update as it was sent, not the whole delta: public, so a verifier can train
-            # where this client will (training README, deviation 5)
-            self._lookahead_sign = update_signs(self.transforms, out)
+            # where this client will (training README, deviation 5); decoded when stepped in
+            self._sent = out
         return out
 
     # ----- consensus half -----
@@ -357,11 +357,12 @@ class DistroOptimizer:
         update, so the next gradients see roughly the update still in flight; `signs`: another
         result's (``update_signs``), to stand where its trainer trained. The parameters are saved
         first; ``remove_lookahead`` (or ``compress_step``) restores them bit-exactly."""
-        signs = self._lookahead_sign if signs is None else signs
-        if not self.lookahead or signs is None:
+        if not self.lookahead or (signs is None and self._sent is None):
             raise RuntimeError("no lookahead state (needs lookahead=True and a compress_step)")
         if self._backup is not None:
             raise RuntimeError("lookahead already active")
+        if signs is None:
+            signs = update_signs(self.transforms, self._sent)
         self._backup = [p.detach().clone() for p in self.params]
         for p, sgn in zip(self.params, signs):
             p.sub_(sgn.to(p.device, p.dtype), alpha=prev_lr)
