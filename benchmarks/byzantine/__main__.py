@@ -229,10 +229,12 @@ def summarize(sim: Sim, adversaries: dict) -> dict:
             judged["attacked"].append((z, bad))
     verdicts = {f"{k}_judged": len(v) for k, v in judged.items()}
     verdicts.update({f"{k}_judged_bad": sum(b for _, b in v) for k, v in judged.items()})
-    verdicts["honest_min_score"] = (round(min(z for z, _ in judged["honest"]), 2)
-                                    if judged["honest"] else None)
-    verdicts["attacked_max_score"] = (round(max(z for z, _ in judged["attacked"]), 2)
-                                      if judged["attacked"] else None)
+    # the lowest honest scores and the highest attacked ones, each score on its own
+    for k, name in enumerate(("sign", "step")):
+        honest = [z[k] for z, _ in judged["honest"]]
+        attacked = [z[k] for z, _ in judged["attacked"]]
+        verdicts[f"honest_min_{name}_score"] = round(min(honest), 2) if honest else None
+        verdicts[f"attacked_max_{name}_score"] = round(max(attacked), 2) if attacked else None
     return {
         "verdicts": verdicts,
         "adversaries": sorted(adversaries),

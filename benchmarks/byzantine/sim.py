@@ -76,7 +76,8 @@ class Client:
 class _Recorder:
     """The trainer's metrics sink: keeps its held-out losses as (step, loss), the trainers
     whose results its last apply used (after the trainer left out what did not decode or what
-    the screen caught), and its verdicts as a verifier (step, trainer key, score, bad)."""
+    the screen caught), and its verdicts as a verifier (step, trainer key, (sign score, step
+    score), bad)."""
 
     def __init__(self, into: list, verdicts: list):
         self.into, self.verdicts = into, verdicts
@@ -89,7 +90,7 @@ class _Recorder:
             self.applied = [bytes.fromhex(t) for t in record["trainers"]]
         elif record.get("event") == "verify":
             self.verdicts.append((record["step"], bytes.fromhex(record["trainer"]),
-                                  record["z_own"], record["bad"]))
+                                  (record["sign_z"], record["step_z"]), record["bad"]))
 
 
 class Sim:
@@ -109,7 +110,7 @@ class Sim:
         self.applies = []  # (client index, step, [trainer keys] its trainer applied) in order
         self.payloads = {}  # step -> {client index: payload} of honest results published
         self.heldout = {}  # client index -> [(step, loss)]
-        self.verdicts = []  # (step, trainer key, score, bad) of every verifier's judgement
+        self.verdicts = []  # (step, trainer key, scores, bad) of every verifier's judgement
         self.agreed = set()  # every parameter hash the coordinator recorded as agreed
         self.failure = None
         self.adversary_failures = []  # applies that raised on an adversary (its own problem)

@@ -34,7 +34,7 @@ from ..data.tcp import TcpDataProvider
 from .distro import DistroOptimizer, update_signs
 from .errors import ModelUnavailable
 from .heldout import heldout_loss
-from .judge import Z_MIN, alignment_z
+from .judge import SIGN_Z_MIN, STEP_Z_MIN, is_bad, sign_z, step_z
 from .model import (
     build_model,
     load_model_code,
@@ -360,9 +360,10 @@ class DistroTrainer:
         round, for the log: an honest update is aimed at its own batch), at the parameters
         its trainer trained `step` with: this client's (those that train `step`), with the
         lookahead of `previous` (the trainer's result of `step - 1`, when it trained that step)
-        stepped in as the trainer did. Bad when the result's permutation z-score on its own
-        batch is under judge.Z_MIN (noise, a flipped sign). Copies and replays, which point
-        down too, are the validation's to catch. Returns (bad, what was measured)."""
+        stepped in as the trainer did. Bad when, on its own batch, its sign score is under
+        judge.SIGN_Z_MIN (noise, zeros, a flipped sign) or its step's score under
+        judge.STEP_Z_MIN (a step up the batch). Copies and replays, which point down too, are
+        the validation's to catch. Returns (bad, what was measured)."""
         peer = peer_result_from_training_result(result, layout=self.layout)
         lookahead = self._lookahead_of(step, previous)
         try:
@@ -370,12 +371,15 @@ class DistroTrainer:
         finally:
             if lookahead:
                 self.optimizer.remove_lookahead()
-        z = alignment_z(peer, grads, self.optimizer.transforms, seed=result.commitment)
-        bad = z[0] < Z_MIN
-        detail = (f"z {z[0]:.2f} on its batch, {z[1]:.2f} on {compare}"
-                  f"{' with its lookahead' if lookahead else ''} (bad under {Z_MIN:g})")
+        signs = sign_z(peer, grads, self.optimizer.transforms)
+        steps = step_z(peer, grads, self.optimizer.transforms, seed=result.commitment)
+        bad = is_bad(signs[0], steps[0])
+        detail = (f"signs {signs[0]:.2f}, step {steps[0]:.2f} on its batch; {signs[1]:.2f}, "
+                  f"{steps[1]:.2f} on {compare}{' with its lookahead' if lookahead else ''} "
+                  f"(bad under {SIGN_Z_MIN:g}, {STEP_Z_MIN:g})")
         self.metrics.write(event="verify", step=step, trainer=result.trainer.hex(),
-                           z_own=z[0], z_other=z[1], lookahead=lookahead, bad=bad)
+                           sign_z=signs[0], step_z=steps[0], sign_z_other=signs[1],
+                           step_z_other=steps[1], lookahead=lookahead, bad=bad)
         return bad, detail
 
     def _lookahead_of(self, step: int, previous) -> bool:
