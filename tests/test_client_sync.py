@@ -4,8 +4,10 @@ sets peers keep and serve, lag back to syncing, and a DESYNC that never applies 
 
 from dataclasses import replace
 
+from psyche_client.client.actions import Log, Publish
 from psyche_client.client.applied import AppliedSet, ModelLine
 from psyche_client.client.consensus import round_consensus
+from psyche_client.client.results import TrainingResult, dummy_payload
 from psyche_coordinator_core import ClientPhase, ClientState, RunState
 
 from .test_client_state_machine import CONFIG, Sim, sim_params
@@ -128,6 +130,29 @@ def test_a_lagging_client_goes_back_to_syncing_and_recovers():
     assert any("lagging" in t for t in out)
     assert any(who == 2 for who, _ in sim.bases)  # it replayed from a base
     assert sim.sms[2].sync.line.hash_training(end.param_step) in (None, end.param_hash)
+
+
+def test_a_result_trained_while_the_model_went_back_to_its_base_is_dropped():
+    """A Train still running when the client turns out to lag (ResetToBase: the model goes
+    back to its base and replays) did not train from its step's parameters: its result is not
+    published (verifiers would judge it against the right parameters and find it bad; the
+    coordinator excuses a lagging client's batch). Seen in benchmarks/byzantine's lying
+    witnesses, whose deferred trains ran on their reset models and scored -6 and -8."""
+    sim = Sim(3, config=SYNC)
+    st = sim.run(lambda s: s.run_state.active and s.step >= 5)
+    sm, me = sim.sms[0], 0
+    step = st.step + 1  # a step it has not trained yet
+    batch = next(iter(sm.assignments[st.step].values()))
+    result = TrainingResult.create(sim.ids[me], step, batch, dummy_payload("sim", step, batch))
+    sm.training_on[step] = sm.sync.line  # its Train starts ...
+    sm.sync._back_to_base()  # ... and the client goes back to its base before it is done
+    acts = sm.trained(step, result)
+    assert not any(isinstance(a, Publish) for a in acts)
+    assert any(isinstance(a, Log) and "dropped this client's result" in a.text for a in acts)
+    assert step not in sm.results
+    # a result whose Train started on the line the model follows now is published
+    sm.training_on[step] = sm.sync.line
+    assert any(isinstance(a, Publish) for a in sm.trained(step, result))
 
 
 def test_a_joiner_waits_for_the_next_snapshot_when_no_peer_holds_a_step():

@@ -80,6 +80,9 @@ class ClientStateMachine:
         self.preparing = set()
         self.warmup_sent = set()
         self.training = set()  # steps being trained or trained
+        # step -> the model line its Train started on: a reset before it is done (a lagging
+        # client going back to its base) means it did not train from that step's parameters
+        self.training_on = {}
         self.trained_steps = set()
         self.witness_sent = set()
         self.health_sent = set()
@@ -316,6 +319,11 @@ class ClientStateMachine:
         return self.checkpointing.record(self.state, self.my_index())
 
     def trained(self, step: int, result: TrainingResult) -> list[Action]:
+        if self.training_on.pop(step, self.sync.line) is not self.sync.line:
+            # its parameters were taken away while it trained: a result of other parameters,
+            # which verifiers would judge bad; the coordinator excuses the lagging client's batch
+            return [Log(f"[SYNC] dropped this client's result for step {step}: the model went "
+                        "back to its base while it trained")]
         self.trained_steps.add(step)
         if not self._decided(step, result.batch):
             self.results.setdefault(step, {})[result.batch] = result
@@ -505,6 +513,7 @@ class ClientStateMachine:
         if not self._saw_round(step):
             return []  # the slot's bit from its killed process: this one took the slot back
         self.training.add(step)
+        self.training_on[step] = self.sync.line
         return [Train(step, batch)]
 
     def _health_checks(self, me: int) -> list[Action]:
