@@ -20,7 +20,11 @@ This file imports nothing: ``import psyche_client.p2p.transport`` with the webso
 must not load the native iroh binding.
 
 Protocols. iroh 1.2.0's Python binding offers endpoints, connections and streams only, so the
-protocols are built here on top of them, each its own ALPN on the node's one endpoint:
+protocols are built here on top of them, each its own ALPN on the node's one endpoint. Each ALPN
+ends in its protocol's version: a change that an older peer cannot read takes a new one, and a
+peer that lists no ALPN in common fails the QUIC handshake, which the caller gets as
+``ProtocolMismatch`` (naming the protocol) rather than a bare connection error. Snapshot
+manifests carry their ``format`` (``ManifestFormatUnsupported`` for another).
 
 - ``BLOB_ALPN`` (``b"psyche/blob/1"``, blobs.py): the fetcher opens a bi stream, sends the
   32-byte SHA-256 of the blob it wants and finishes its side. The server answers one status byte

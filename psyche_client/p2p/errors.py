@@ -31,5 +31,12 @@ class BadRequest(P2PError):
     """Raised by a request handler to refuse the request; its message goes back to the peer."""
 
 
+class ProtocolMismatch(BlobError, RequestError):
+    """The peer does not speak this protocol at this version: the QUIC handshake found no
+    common ALPN (each protocol's ALPN ends in its version, `psyche/blob/1`), so the two run
+    releases that cannot talk. A BlobError and a RequestError too: every caller that treats a
+    failed peer as failed treats this one so."""
+
+
 class ModelSharingError(P2PError):
     """No verified model could be had from the peers in the time allowed."""

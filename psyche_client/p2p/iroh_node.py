@@ -15,7 +15,7 @@ from psyche_coordinator_core.ops_json import loads as read_json
 
 from . import blobs, iroh_fastpath
 from .blobs import BLOB_ALPN, DEFAULT_MAX_BLOB, BlobStore, hash_bytes
-from .errors import BadRequest, BlobError, P2PError, RequestError
+from .errors import BadRequest, BlobError, P2PError, ProtocolMismatch, RequestError
 
 iroh_fastpath.install()
 
@@ -37,6 +37,16 @@ class _LoopbackPreset(iroh.Preset):
     def apply(self, builder):
         builder.apply_minimal()
         builder.bind_addr("[::1]:0")
+
+
+def protocol_mismatch(e: Exception, peer, alpn: bytes):
+    """A ProtocolMismatch when `e` is the handshake's refusal of `alpn` (TLS alert 120,
+    no_application_protocol: the peer lists no ALPN we offered), else None."""
+    text = f"{e} {e!r}"  # the binding's IrohError keeps its message in its repr
+    if "error 120" not in text and "support any known protocol" not in text:
+        return None
+    return ProtocolMismatch(f"peer {peer} does not speak {alpn.decode(errors='replace')}: it "
+                            "runs a release with another version of this protocol")
 
 
 def parse_addr(addr: str) -> "iroh.EndpointAddr":
@@ -262,7 +272,11 @@ class IrohNode:
             self._forget(addr, ANNOUNCE_ALPN)
             return False
         except iroh.IrohError as e:
-            logger.debug("announce to %s: %r", addr.id(), e)
+            mismatch = protocol_mismatch(e, addr.id(), ANNOUNCE_ALPN)
+            if mismatch is not None:
+                logger.warning("announce: %s", mismatch)
+            else:
+                logger.debug("announce to %s: %r", addr.id(), e)
             return False
 
     # blobs
@@ -290,7 +304,8 @@ class IrohNode:
             self._forget(addr, BLOB_ALPN)
             raise BlobError(f"fetching blob {hash_hex[:16]} from {addr.id()}: timed out") from None
         except iroh.IrohError as e:
-            raise BlobError(f"fetching blob {hash_hex[:16]} from {addr.id()}: {e}") from None
+            raise (protocol_mismatch(e, addr.id(), BLOB_ALPN) or BlobError(
+                f"fetching blob {hash_hex[:16]} from {addr.id()}: {e}")) from None
 
     # request/reply
     async def request(self, peer, alpn: bytes, data: bytes, max_reply: int,
@@ -317,7 +332,8 @@ class IrohNode:
             self._forget(addr, alpn)
             raise RequestError(f"request to {addr.id()}: timed out") from None
         except iroh.IrohError as e:  # unreachable, reset, or a reply over max_reply
-            raise RequestError(f"request to {addr.id()}: {e or 'failed'}") from None
+            raise (protocol_mismatch(e, addr.id(), alpn) or RequestError(
+                f"request to {addr.id()}: {e or 'failed'}")) from None
         if not raw:
             raise RequestError(f"request to {addr.id()}: empty reply")
         if raw[0] == _REPLY_OK:

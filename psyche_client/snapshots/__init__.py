@@ -4,6 +4,7 @@ files' bytes. docs/snapshots.md describes the layout and the interface."""
 
 from .errors import (
     InvalidStoreUrl,
+    ManifestFormatUnsupported,
     ManifestInvalid,
     SnapshotCorrupt,
     SnapshotNotFound,
@@ -18,7 +19,8 @@ from .snapshot_dir import verify_snapshot_dir, write_snapshot_dir
 from .store import SnapshotStore, TransferStats
 
 __all__ = [
-    "FileEntry", "InvalidStoreUrl", "LocalStore", "MANIFEST_NAME", "Manifest", "ManifestInvalid",
+    "FileEntry", "InvalidStoreUrl", "LocalStore", "MANIFEST_NAME", "Manifest",
+    "ManifestFormatUnsupported", "ManifestInvalid",
     "SnapshotCorrupt", "SnapshotNotFound", "SnapshotStore", "SnapshotStoreError",
     "StoreAccessDenied", "StoreUnreachable", "TransferStats", "is_location", "open_store",
     "sha256_file", "verify_snapshot_dir", "write_snapshot_dir",

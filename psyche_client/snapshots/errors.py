@@ -14,6 +14,10 @@ class ManifestInvalid(SnapshotStoreError):
     """A manifest's fields or bytes do not follow the format."""
 
 
+class ManifestFormatUnsupported(ManifestInvalid):
+    """A manifest of another format version (a release that writes snapshots differently)."""
+
+
 class SnapshotNotFound(SnapshotStoreError):
     """No snapshot (or no bucket, or no blob it names) at that location."""
 

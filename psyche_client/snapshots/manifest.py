@@ -11,7 +11,7 @@ from pathlib import Path
 
 from psyche_coordinator_core.ops_json import loads as read_json
 
-from .errors import ManifestInvalid
+from .errors import ManifestFormatUnsupported, ManifestInvalid
 
 MANIFEST_NAME = "manifest.json"
 FORMAT = 1
@@ -90,7 +90,11 @@ class Manifest:
             doc = read_json(data)
         except ValueError as e:  # MalformedJson
             raise ManifestInvalid(f"manifest: not JSON ({e})") from None
-        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        version = doc.get("format") if isinstance(doc, dict) else None
+        if type(version) is int and version != FORMAT:
+            raise ManifestFormatUnsupported(f"manifest: format {version}; this release reads "
+                                            f"format {FORMAT} only")
+        if version != FORMAT:
             raise ManifestInvalid(f"manifest: expected format {FORMAT}, got "
                                   f"{doc.get('format') if isinstance(doc, dict) else doc!r}")
         want = {"format", "run_id", "epoch", "step", "param_hash", "files"}

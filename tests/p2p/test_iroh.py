@@ -18,7 +18,10 @@ from psyche_client.p2p.errors import (  # noqa: E402
     BlobNotFound,
     BlobTooLarge,
     P2PError,
+    ProtocolMismatch,
+    RequestError,
 )
+from psyche_client.p2p import iroh_node  # noqa: E402
 from psyche_client.p2p.iroh_node import IrohNode  # noqa: E402
 from psyche_client.p2p.iroh_results import fetch_result, publish_result  # noqa: E402
 from psyche_client.p2p.transport import IrohTransport  # noqa: E402
@@ -146,6 +149,34 @@ def test_blob_fetch_verify_and_errors():
             assert await a.fetch("p1", b.add(b"")) == b""
         finally:
             await closed(nodes)
+    run(main())
+
+
+def test_a_peer_on_another_protocol_version_is_refused_by_name(monkeypatch):
+    """Each protocol's ALPN ends in its version: a peer of a release that speaks another one
+    fails the handshake, and the caller gets ProtocolMismatch (a BlobError and a RequestError,
+    so callers that move on to another peer do) naming the protocol."""
+    async def main():
+        a = IrohNode("pa", timeout=10)
+        b = IrohNode("pb", timeout=10)
+        b.serve(b"psyche/test/2", lambda request, peer: b"ok", 64)
+        addr_a = await a.start()
+        monkeypatch.setattr(iroh_node, "BLOB_ALPN", b"psyche/blob/2")  # b's release
+        addr_b = await b.start()
+        monkeypatch.undo()
+        try:
+            a.set_peers({"pb": addr_b})
+            b.set_peers({"pa": addr_a})
+            h = b.add(b"x" * 100)
+            with pytest.raises(ProtocolMismatch, match="does not speak psyche/blob/1") as e:
+                await a.fetch("pb", h)
+            assert isinstance(e.value, BlobError)
+            with pytest.raises(ProtocolMismatch, match="psyche/test/1") as e:
+                await a.request("pb", b"psyche/test/1", b"hi", 64)
+            assert isinstance(e.value, RequestError)
+            assert await a.request("pb", b"psyche/test/2", b"hi", 64) == b"ok"
+        finally:
+            await closed([a, b])
     run(main())
 
 

@@ -10,6 +10,7 @@ from psyche_client.snapshots import (
     InvalidStoreUrl,
     LocalStore,
     Manifest,
+    ManifestFormatUnsupported,
     ManifestInvalid,
     SnapshotCorrupt,
     open_store,
@@ -48,6 +49,18 @@ def test_a_manifest_that_is_not_canonical_or_not_valid_is_refused():
         Manifest("r", 0, -1, HASH, {"a.bin": FileEntry(HASH, 3)})
     with pytest.raises(ManifestInvalid, match="not JSON"):
         Manifest.from_bytes(b"\xff")
+
+
+def test_a_manifest_of_another_format_version_is_refused_by_name():
+    """A release that writes snapshots differently bumps the format; this one names the
+    version it met rather than a generic field error."""
+    newer = Manifest("r", 0, 1, HASH, {"a.bin": FileEntry(HASH, 3)}).to_bytes().replace(
+        b'"format":1', b'"format":2')
+    with pytest.raises(ManifestFormatUnsupported, match="format 2; this release reads format 1"):
+        Manifest.from_bytes(newer)
+    with pytest.raises(ManifestInvalid) as bad:  # not a version at all: the generic error
+        Manifest.from_bytes(newer.replace(b'"format":2', b'"format":"1"'))
+    assert not isinstance(bad.value, ManifestFormatUnsupported)
 
 
 def test_a_failed_write_leaves_the_previous_snapshot_whole(tmp_path, monkeypatch):
