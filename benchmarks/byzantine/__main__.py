@@ -231,10 +231,11 @@ def summarize(sim: Sim, adversaries: dict) -> dict:
     verdicts.update({f"{k}_judged_bad": sum(b for _, b in v) for k, v in judged.items()})
     # the lowest honest scores and the highest attacked ones, each score on its own
     for k, name in enumerate(("sign", "step")):
-        honest = [z[k] for z, _ in judged["honest"]]
-        attacked = [z[k] for z, _ in judged["attacked"]]
-        verdicts[f"honest_min_{name}_score"] = round(min(honest), 2) if honest else None
-        verdicts[f"attacked_max_{name}_score"] = round(max(attacked), 2) if attacked else None
+        on_honest = [z[k] for z, _ in judged["honest"]]
+        on_attacked = [z[k] for z, _ in judged["attacked"]]
+        verdicts[f"honest_min_{name}_score"] = round(min(on_honest), 2) if on_honest else None
+        verdicts[f"attacked_max_{name}_score"] = (round(max(on_attacked), 2) if on_attacked
+                                                  else None)
     return {
         "verdicts": verdicts,
         "adversaries": sorted(adversaries),
