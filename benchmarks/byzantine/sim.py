@@ -90,7 +90,7 @@ class _Recorder:
             self.applied = [bytes.fromhex(t) for t in record["trainers"]]
         elif record.get("event") == "verify":
             self.verdicts.append((record["step"], bytes.fromhex(record["trainer"]),
-                                  (record["sign_z"], record["step_z"]), record["bad"]))
+                                  (record["sign_z"], record["step_gain"]), record["bad"]))
 
 
 class Sim:

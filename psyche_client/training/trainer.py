@@ -34,7 +34,7 @@ from ..data.tcp import TcpDataProvider
 from .distro import DistroOptimizer, update_signs
 from .errors import ModelUnavailable
 from .heldout import heldout_loss
-from .judge import SIGN_Z_MIN, STEP_Z_MIN, is_bad, sign_z, step_z
+from .judge import SIGN_Z_MIN, STEP_MIN, is_bad, sign_z, step_gain
 from .model import (
     build_model,
     load_model_code,
@@ -362,7 +362,7 @@ class DistroTrainer:
         lookahead of `previous` (the trainer's result of `step - 1`, when it trained that step)
         stepped in as the trainer did. Bad when, on its own batch, its sign score is under
         judge.SIGN_Z_MIN (noise, zeros, a flipped sign) or its step's score under
-        judge.STEP_Z_MIN (a step up the batch). Copies and replays, which point down too, are
+        judge.STEP_MIN (a step up the batch). Copies and replays, which point down too, are
         the validation's to catch. Returns (bad, what was measured)."""
         peer = peer_result_from_training_result(result, layout=self.layout)
         lookahead = self._lookahead_of(step, previous)
@@ -372,14 +372,14 @@ class DistroTrainer:
             if lookahead:
                 self.optimizer.remove_lookahead()
         signs = sign_z(peer, grads, self.optimizer.transforms)
-        steps = step_z(peer, grads, self.optimizer.transforms, seed=result.commitment)
+        steps = step_gain(peer, grads, self.optimizer.transforms)
         bad = is_bad(signs[0], steps[0])
-        detail = (f"signs {signs[0]:.2f}, step {steps[0]:.2f} on its batch; {signs[1]:.2f}, "
-                  f"{steps[1]:.2f} on {compare}{' with its lookahead' if lookahead else ''} "
-                  f"(bad under {SIGN_Z_MIN:g}, {STEP_Z_MIN:g})")
+        detail = (f"signs {signs[0]:.2f}, step {steps[0]:.3f} on its batch; {signs[1]:.2f}, "
+                  f"{steps[1]:.3f} on {compare}{' with its lookahead' if lookahead else ''} "
+                  f"(bad under {SIGN_Z_MIN:g}, {STEP_MIN:g})")
         self.metrics.write(event="verify", step=step, trainer=result.trainer.hex(),
-                           sign_z=signs[0], step_z=steps[0], sign_z_other=signs[1],
-                           step_z_other=steps[1], lookahead=lookahead, bad=bad)
+                           sign_z=signs[0], step_gain=steps[0], sign_z_other=signs[1],
+                           step_gain_other=steps[1], lookahead=lookahead, bad=bad)
         return bad, detail
 
     def _lookahead_of(self, step: int, previous) -> bool:
