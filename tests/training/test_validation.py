@@ -150,10 +150,10 @@ def test_apply_leaves_out_what_does_not_decode_and_every_client_ends_the_same(da
 @pytest.mark.slow
 @pytest.mark.heavy
 def test_the_verifiers_test_tells_honest_updates_from_flipped_and_noise(data_dir):
-    """A verifier scores each result by how far the first-order gain of its update on its own
-    batch lies above that of the same values under random signs (judge.py), at the parameters
-    its trainer trained at (the consensus, and its previous result's lookahead): honest results
-    are aimed at their batch; sign-flipped ones point up it, noise nowhere in particular
+    """A verifier scores each result on its own batch (judge.py: the sent signs against the
+    batch gradient's, and the first-order gain of its step), at the parameters its trainer
+    trained at (the consensus, and its previous result's lookahead): honest results are aimed
+    at their batch; sign-flipped ones point up it, noise nowhere in particular
     (measured on 5 steps of 3 trainers, each step applied one round late as in a run: honest 0
     of 15 judged bad, flipped 15 of 15, noise 14 of 15; the old loss-change test caught 14
     flipped and 4 noise). A bad verdict leaves the result out of every client's apply and counts
