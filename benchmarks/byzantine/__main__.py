@@ -28,7 +28,10 @@ the same config with --clients - --adversaries clients). Measured per attack:
   honest_clients_removed   honest clients whose slot stopped being Healthy
   heldout_loss_ratio       final held-out loss / the honest clients' run alone (the issue's
                            baseline); null when the run failed. Also against the run of all
-                           8 honest (heldout_loss_ratio_vs_all_honest)
+                           8 honest (heldout_loss_ratio_vs_all_honest). With --loss-seeds,
+                           the mean over the seeds of the ratio per seed (a 40-step trajectory
+                           moves by about 1 % with any change), the other figures the worst
+                           case over the seeds
   outcome                  "finished", or why it did not: an honest client's apply raising ends
                            the run (the daemon would log it and go on with a model the others
                            do not have), as does not finishing in time (stalled)
@@ -275,6 +278,40 @@ def summarize(sim: Sim, adversaries: dict) -> dict:
 UPDATE_FREE = {"attacks", "update", "out", "data_dir"}  # settings an --update may change
 
 
+def _loss_ratio(row: dict, alone, everyone) -> None:
+    loss = row.get("final_heldout_loss") if row.get("outcome") == "finished" else None
+    row["heldout_loss_ratio"] = round(loss / alone, 4) if loss and alone else None
+    row["heldout_loss_ratio_vs_all_honest"] = (round(loss / everyone, 4)
+                                               if loss and everyone else None)
+
+
+def _over_seeds(row: dict, more: dict) -> None:
+    """Fold the attack's runs on more seeds ({seed: (row, the honest clients alone's loss)})
+    into its row, whose own figures are --seed's: one 40-step trajectory moves by about 1 %
+    between seeds (and between runs that differ in any result), so the loss ratio is the mean
+    over the seeds; the rest takes the worst case (lowest detection rate, sums of the honest
+    results rejected and clients removed)."""
+    for r, alone in more.values():
+        _loss_ratio(r, alone, None)
+    runs = [row] + [r for r, _ in more.values()]
+    ratios = [r["heldout_loss_ratio"] for r in runs]
+    row["seed_heldout_loss_ratio"] = row["heldout_loss_ratio"]
+    row["heldout_loss_ratio"] = (round(sum(ratios) / len(ratios), 4)
+                                 if None not in ratios else None)
+    row["heldout_loss_ratio_worst_seed"] = max(ratios) if None not in ratios else None
+    rates = [r.get("detection_rate") for r in runs if r.get("detection_rate") is not None]
+    row["seed_detection_rate"] = row.get("detection_rate")
+    row["detection_rate"] = min(rates) if rates else None
+    for k in ("honest_results_rejected", "honest_clients_removed"):
+        row[f"seed_{k}"] = row.get(k, 0)
+        row[k] = sum(r.get(k, 0) for r in runs)
+    if any(r.get("outcome") != "finished" for r in runs):
+        row["outcome"] = next(f"seed {s}: {r.get('outcome')}" for s, (r, _) in
+                              {"main": (row, None), **more}.items()
+                              if r.get("outcome") != "finished")
+    row["seeds"] = 1 + len(more)
+
+
 def _settings(args) -> dict:
     return {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
             if k != "update"}
@@ -315,6 +352,13 @@ def main(argv=None) -> int:
                     help="more run seeds for the honest plain/robust pair (the cost of robust "
                          "aggregation is averaged over these and --seed; default 7,42; '' for "
                          "none)")
+    ap.add_argument("--loss-seeds", type=lambda v: [int(x) for x in v.split(",") if x],
+                    default=[],
+                    help="more run seeds for every attack and for the honest clients alone: an "
+                         "attack's heldout_loss_ratio is then the mean of its ratios per seed "
+                         "(each against the honest clients alone on that seed), its detection "
+                         "rate the worst seed's, its honest results rejected and clients removed "
+                         "the sums over the seeds (default: none, --seed only)")
     ap.add_argument("--data-dir", type=Path, default=DATA,
                     help=f"token files, built here once (default {DATA})")
     ap.add_argument("--no-baseline", action="store_true",
@@ -359,15 +403,21 @@ def main(argv=None) -> int:
         print(f"attack {name}: clients {args.clients - args.adversaries}..{args.clients - 1} "
               "adversarial", flush=True)
         attacks[name] = one_run(args, data, clip, name, screen=not args.no_screen)
-    if "alone" not in honest:  # the issue's baseline: the honest clients of an attack run alone
-        honest["alone"] = one_run(args, data, clip, screen=not args.no_screen,
+        attacks[name]["per_seed"] = {
+            str(seed): one_run(args, data, clip, name, screen=not args.no_screen, seed=seed)
+            for seed in args.loss_seeds}
+    # the issue's baseline: the honest clients of an attack run alone, on every seed
+    for seed in [None, *args.loss_seeds]:
+        key = "alone" if seed is None else f"alone_seed_{seed}"
+        if key not in honest:
+            honest[key] = one_run(args, data, clip, screen=not args.no_screen, seed=seed,
                                   clients=args.clients - args.adversaries)
-    alone, everyone = (honest[k].get("final_heldout_loss") for k in ("alone", "robust"))
+    everyone = honest["robust"].get("final_heldout_loss")
     for row in attacks.values():
-        loss = row.get("final_heldout_loss") if row["outcome"] == "finished" else None
-        row["heldout_loss_ratio"] = round(loss / alone, 4) if loss and alone else None
-        row["heldout_loss_ratio_vs_all_honest"] = (round(loss / everyone, 4)
-                                                   if loss and everyone else None)
+        _loss_ratio(row, honest["alone"].get("final_heldout_loss"), everyone)
+        if row.get("per_seed"):
+            _over_seeds(row, {seed: (r, honest[f"alone_seed_{seed}"].get("final_heldout_loss"))
+                              for seed, r in row["per_seed"].items()})
     off, on = honest.get("plain", {}), honest["robust"]
     # the cost of robust aggregation, per run seed: one 40-step trajectory moves by about 1 %
     # between seeds, so the headline is the mean over the seeds
@@ -389,6 +439,8 @@ def main(argv=None) -> int:
         "honest_results_rejected": sum(r.get("honest_results_rejected", 0)
                                        for r in attacks.values()),
         "max_heldout_loss_ratio": max(ratios) if ratios else None,
+        # run seeds per attack: with more than one, each attack's ratio is its mean over them
+        "loss_seeds": 1 + len(args.loss_seeds),
         # the verifiers' verdicts over every attack run (training/judge.py)
         **{f"verifier_{k}": sum((r.get("verdicts") or {}).get(k, 0) for r in attacks.values())
            for k in ("honest_judged", "honest_judged_bad", "attacked_judged",
@@ -410,7 +462,8 @@ def main(argv=None) -> int:
     }
     table = {name: {k: r.get(k) for k in (
         "outcome", "detection_rate", "rounds_until_removed", "honest_results_rejected",
-        "honest_clients_removed", "heldout_loss_ratio", "final_heldout_loss", "wall_s")}
+        "honest_clients_removed", "heldout_loss_ratio", "heldout_loss_ratio_worst_seed", "seeds",
+        "final_heldout_loss", "wall_s")}
         for name, r in attacks.items()}
     doc = {"headline": headline, "attacks": table,
            "robust_aggregation_cost_per_seed": {str(k): round(v, 4) for k, v in cost.items()},

@@ -10,7 +10,7 @@ pytest.importorskip("iroh")
 
 from psyche_client.client.results import TrainingResult  # noqa: E402
 from psyche_client.identity import Identity  # noqa: E402
-from psyche_client.p2p import iroh_fastpath  # noqa: E402
+from psyche_client.p2p import iroh_fastpath, iroh_node  # noqa: E402
 from psyche_client.p2p.blobs import blob_hash  # noqa: E402
 from psyche_client.p2p.errors import (  # noqa: E402
     BlobError,
@@ -21,7 +21,6 @@ from psyche_client.p2p.errors import (  # noqa: E402
     ProtocolMismatch,
     RequestError,
 )
-from psyche_client.p2p import iroh_node  # noqa: E402
 from psyche_client.p2p.iroh_node import IrohNode  # noqa: E402
 from psyche_client.p2p.iroh_results import fetch_result, publish_result  # noqa: E402
 from psyche_client.p2p.transport import IrohTransport  # noqa: E402
