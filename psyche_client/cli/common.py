@@ -44,6 +44,11 @@ _CLIENT_OPTIONS = [
                  help="Port for peer-to-peer traffic; 0 picks a free one."),
     click.option("--bind-p2p-host", default="127.0.0.1", show_default=True,
                  help="Address peers reach this client at."),
+    click.option("--iroh-relay", default=None, metavar="URL",
+                 help="The run's iroh relay (scripts/relay serves one), e.g. "
+                 "http://relay.example:3340: peers reach this client through it when no "
+                 "direct path works, and move to a direct one when hole punching succeeds. "
+                 "Default: none (direct addresses only)."),
     click.option("--p2p", "p2p_kind", type=click.Choice(["iroh", "ws"]), default="iroh",
                  show_default=True, help="Result transport: iroh (QUIC, payloads as verified "
                  "blobs) or ws (a websocket mesh)."),
@@ -91,7 +96,8 @@ def client_options(fn):
     return fn
 
 
-def run_client(run_id, identity, make_backend, where, bind_p2p_port, bind_p2p_host, p2p_kind,
+def run_client(run_id, identity, make_backend, where, bind_p2p_port, bind_p2p_host, iroh_relay,
+               p2p_kind,
                tui, dummy_training_delay_secs, micro_batch_size, device, torch_threads,
                data_parallelism, checkpoint_dir, store_access_key, store_secret_key,
                metrics_file, wandb_project, wandb_run, wandb_group, wandb_entity,
@@ -110,6 +116,10 @@ def run_client(run_id, identity, make_backend, where, bind_p2p_port, bind_p2p_ho
         fail(problem)
     if bool(store_access_key) != bool(store_secret_key):
         fail("--store-access-key and --store-secret-key go together")
+    if iroh_relay and p2p_kind != "iroh":
+        fail("--iroh-relay is the iroh transport's: leave it out with --p2p ws")
+    if iroh_relay and not iroh_relay.startswith(("http://", "https://")):
+        fail(f"--iroh-relay must be an http:// or https:// URL, not {iroh_relay!r}")
     wandb_args = dict(project=wandb_project, name=wandb_run, group=wandb_group,
                       entity=wandb_entity)
     make_trainer = trainer_factory(run_id, identity, dummy_training_delay_secs,
@@ -117,7 +127,8 @@ def run_client(run_id, identity, make_backend, where, bind_p2p_port, bind_p2p_ho
                                    wandb_args, data_parallelism=data_parallelism)
 
     async def go():
-        transport = make_transport(p2p_kind, identity, None, bind_p2p_host, bind_p2p_port)
+        transport = make_transport(p2p_kind, identity, None, bind_p2p_host, bind_p2p_port,
+                                   relay_url=iroh_relay)
         addr = await transport.start()
         backend = make_backend(addr)
         log.info("client %s joining run %r %s, p2p %s %s", identity.public.hex(), run_id, where,

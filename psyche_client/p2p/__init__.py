@@ -10,6 +10,8 @@ Modules, each importing only modules above it in this list:
   to fetch, ``serve`` to answer);
 - ``iroh_node``: ``IrohNode``, one endpoint per client: the connection cache, announcements,
   request/reply protocols, and blob fetches through ``blobs``;
+- ``relay_server``: starts a local iroh relay (``scripts/relay``'s binary) for tests and
+  benchmarks; no iroh import;
 - ``iroh_results``: a training result as an announcement plus a blob;
 - ``model_sharing``: snapshots of the model for clients that join a run in progress;
 - ``applied_sharing``: the applied result sets of recent steps, for syncing clients to replay;
@@ -56,7 +58,11 @@ url if any, direct addresses); peers publish it, and ``set_peers({p2p_id_hex: ti
 it. Given the client's identity seed as ``secret_key``, the endpoint id is the client's ed25519
 public key, its p2p id: a peer's transport identity is its signing identity.
 
-Relays are off unless ``relay_url`` is given (then that relay only, for real deployments; no
-discovery service either way). With the default host 127.0.0.1 the endpoint binds 127.0.0.1 and
-[::1] only, so tests stay on loopback.
+Relays are off unless ``relay_url`` is given (the client's ``--iroh-relay``: then that relay
+only; no discovery service either way). With a relay, a peer known only by its p2p id (its
+key: ``set_peers({id: None})``) is dialled through the relay, and iroh moves the connection to
+a direct path when one works (``IrohNode.path_kind`` says which). ``scripts/relay`` serves one:
+iroh-relay 1.4.1, the version this binding is built from (docs/across-machines.md). With the
+default host 127.0.0.1 the endpoint binds 127.0.0.1 and [::1] only, so tests stay on loopback;
+with 0.0.0.0 it binds every interface on the given port, IPv4 and IPv6 alike.
 """

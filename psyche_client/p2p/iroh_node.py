@@ -31,12 +31,31 @@ _CLOSE_NORMAL, _CLOSE_UNKNOWN_ALPN = 0, 1  # application error codes for closing
 logger = logging.getLogger(__name__)
 
 
-class _LoopbackPreset(iroh.Preset):
-    """The minimal preset (no discovery), with the IPv6 socket on [::1] instead of [::]."""
+class _V6Preset(iroh.Preset):
+    """The minimal preset (no discovery) with the IPv6 socket where we want it: [::1] beside a
+    127.0.0.1 socket (tests stay on loopback), [::]:port beside 0.0.0.0:port (a contributor's
+    fixed port on both families; the minimal preset alone picks a random IPv6 port)."""
+
+    def __init__(self, v6_bind: str):
+        super().__init__()
+        self.v6_bind = v6_bind
 
     def apply(self, builder):
         builder.apply_minimal()
-        builder.bind_addr("[::1]:0")
+        builder.bind_addr(self.v6_bind)
+
+
+def relay_mode(url):
+    """The endpoint's relay: none, or the run's. A plain-HTTP relay (scripts/relay) has no
+    QUIC address discovery (it needs TLS), so no port is named for it; an https one keeps
+    iroh's default discovery port."""
+    if not url:
+        return iroh.RelayMode.disabled()
+    if url.startswith("http://"):
+        relays = iroh.RelayMap.empty()
+        relays.insert(iroh.RelayConfig(url=url, quic_port=None))
+        return iroh.RelayMode.custom(relays)
+    return iroh.RelayMode.custom_from_urls([url])
 
 
 def protocol_mismatch(e: Exception, peer, alpn: bytes):
@@ -110,14 +129,18 @@ class IrohNode:
             ip = ipaddress.ip_address(self.host)
         except ValueError:
             raise P2PError(f"bind host must be an IP address, not {self.host!r}") from None
-        v4_loopback = ip.version == 4 and ip.is_loopback
+        if ip.version == 4 and ip.is_loopback:
+            preset = _V6Preset("[::1]:0")
+        elif ip.version == 4 and ip.is_unspecified:
+            preset = _V6Preset(f"[::]:{self.port}")
+        else:
+            preset = iroh.preset_minimal()
         opts = iroh.EndpointOptions(
-            preset=_LoopbackPreset() if v4_loopback else iroh.preset_minimal(),
+            preset=preset,
             bind_addr=f"{ip}:{self.port}" if ip.version == 4 else f"[{ip}]:{self.port}",
             secret_key=self.secret_key,
             alpns=[BLOB_ALPN, ANNOUNCE_ALPN, *self._protocols],
-            relay_mode=(iroh.RelayMode.custom_from_urls([self.relay_url]) if self.relay_url
-                        else iroh.RelayMode.disabled()))
+            relay_mode=relay_mode(self.relay_url))
         self.endpoint = await iroh.Endpoint.bind(opts)
         self.endpoint_id = str(self.endpoint.id())
         if self.relay_url:  # let the ticket carry the home relay when it is reachable
@@ -153,21 +176,31 @@ class IrohNode:
         t.add_done_callback(self._tasks.discard)
         return t
 
+    def _by_key(self, p2p_id: str):
+        """A peer known only by its key (its p2p id is its endpoint id) reached through the
+        run's relay: iroh dials it there and moves to a direct path when one works."""
+        try:
+            key = iroh.EndpointId.from_bytes(bytes.fromhex(p2p_id))
+        except (ValueError, TypeError, iroh.IrohError) as e:
+            raise P2PError(f"not a p2p id (64 hex digits): {p2p_id!r}: {e}") from None
+        return iroh.EndpointAddr(key, self.relay_url, [])
+
     def set_peers(self, peers: dict) -> None:
-        """{p2p id hex: ticket}; ourselves and unparsable tickets are left out. A peer whose
+        """{p2p id hex: ticket, or None when only its key is known (reached through the
+        relay; left out without one)}; ourselves and unparsable tickets are left out. A peer whose
         ticket changed has restarted (same key, new sockets), and one that left may come back
         so: connections with its old process, ours and the ones it opened, would only end at
         QUIC's idle timeout, and while one is open iroh cannot dial the new process (measured:
         every dial times out), so they are closed."""
         new, addrs, by_ep, moved = {}, {}, {}, set()
         for k, v in peers.items():
-            if k == self.own or not v:
+            if k == self.own or not (v or self.relay_url):
                 continue
-            if v == self.peers.get(k):
+            if k in self.peers and v == self.peers[k]:
                 a = self._addrs[k]
             else:
                 try:
-                    a = parse_addr(v)
+                    a = parse_addr(v) if v else self._by_key(k)
                 except P2PError as e:
                     logger.warning("peer %s: %s", k, e)
                     continue
@@ -198,6 +231,18 @@ class IrohNode:
         if isinstance(peer, str) and peer.startswith("endpoint"):
             return parse_addr(peer)
         raise P2PError(f"unknown peer {peer!r}")
+
+    def path_kind(self, peer):
+        """How this node reaches `peer` (see _resolve) now: "direct" (an IP path selected),
+        "relay", or None when no connection to it is open."""
+        ep = str(self._resolve(peer).id())
+        for (to, _), conn in list(self._conns.items()):
+            if to != ep or conn.close_reason() is not None:
+                continue
+            for path in conn.paths():
+                if path.is_selected:
+                    return "relay" if path.is_relay else "direct"
+        return None
 
     # outgoing connections
     async def _connection(self, addr, alpn):

@@ -103,9 +103,9 @@ class IrohTransport:
         await self.node.close()
 
 
-def make_transport(kind: str, identity, on_result, host="127.0.0.1", port=0):
+def make_transport(kind: str, identity, on_result, host="127.0.0.1", port=0, relay_url=None):
     if kind == "iroh":
-        return IrohTransport(identity, on_result, host, port)
+        return IrohTransport(identity, on_result, host, port, relay_url=relay_url)
     if kind == "ws":
         return WebSocketTransport(identity, on_result, host, port)
     raise ValueError(f"unknown p2p transport {kind!r}: use iroh or ws")

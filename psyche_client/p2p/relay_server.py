@@ -1,0 +1,91 @@
+"""A local iroh relay (the crates.io crate iroh-relay at the version the binding speaks, built
+once by scripts/relay) for the tests, the benchmarks and trying a run by hand. No iroh import:
+it only starts and stops the server process."""
+
+import contextlib
+import os
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from .errors import P2PError
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "relay"
+
+
+class RelayServerError(P2PError):
+    """The local relay could not be built or started."""
+
+
+def find_binary() -> Path:
+    """$PSYCHE_RELAY_BIN if it exists, else the binary scripts/relay builds (once; a cached
+    build is returned at once)."""
+    env = os.environ.get("PSYCHE_RELAY_BIN")
+    if env and Path(env).is_file():
+        return Path(env)
+    if not SCRIPT.exists():
+        raise RelayServerError("no relay binary: set PSYCHE_RELAY_BIN, or run from a clone "
+                               "(scripts/relay builds it)")
+    done = subprocess.run([str(SCRIPT), "--build"], capture_output=True, text=True)
+    path = Path(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else None
+    if done.returncode != 0 or path is None or not path.is_file():
+        raise RelayServerError(f"scripts/relay --build failed:\n{done.stderr.strip()}")
+    return path
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/healthz", timeout=1.0) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def start_relay(host: str = "127.0.0.1", port: int = 0, timeout: float = 30.0):
+    """Yields the URL of a relay serving plain HTTP on host:port (port 0: a free one); stops it
+    at exit. The same settings as scripts/relay: no QUIC address discovery, no metrics port."""
+    binary = find_binary()
+    with tempfile.TemporaryDirectory(prefix="psyche-relay-") as tmp:
+        output = ""
+        for _ in range(3):  # another process can take the free port before the relay binds it
+            bound = port or _free_port(host)
+            url = f"http://{host}:{bound}"
+            config = Path(tmp) / f"relay-{bound}.toml"
+            config.write_text(f'enable_relay = true\nhttp_bind_addr = "{host}:{bound}"\n'
+                              "enable_quic_addr_discovery = false\nenable_metrics = false\n")
+            log = Path(tmp) / f"relay-{bound}.log"
+            with open(log, "wb") as sink:
+                proc = subprocess.Popen([str(binary), "--dev", "-c", str(config)], stdout=sink,
+                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            deadline = time.monotonic() + timeout
+            while proc.poll() is None and not _healthy(url) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if proc.poll() is None and _healthy(url):
+                try:
+                    yield url
+                finally:
+                    proc.terminate()
+                    try:
+                        proc.wait(timeout=10)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                        proc.wait()
+                return
+            proc.kill()
+            proc.wait()
+            output = log.read_text(errors="replace")[-4000:]
+            if port:
+                break
+        raise RelayServerError(f"the relay ({binary}) did not start within {timeout:.0f} s:\n"
+                               f"{output}")
