@@ -31,3 +31,21 @@ def s3_server(tmp_path_factory):
         pytest.skip(f"the S3 server cannot be built here: {e}")
     with start_server(tmp_path_factory.mktemp("s3-server")) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def iroh_relay():
+    """One iroh relay (scripts/relay's iroh-relay 1.4.1) for the session, plain HTTP on a free
+    loopback port: its URL. Clients given it as --iroh-relay reach each other by key alone.
+    Skips only where it cannot be built for want of cargo."""
+    import shutil
+
+    from psyche_client.p2p.relay_server import RelayServerError, find_binary, start_relay
+    try:
+        find_binary()
+    except RelayServerError as e:
+        if shutil.which("cargo") is None:
+            pytest.skip(f"the iroh relay cannot be built here: {e}")
+        pytest.fail(str(e))
+    with start_relay() as url:
+        yield url

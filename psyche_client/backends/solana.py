@@ -1,10 +1,11 @@
 """Backend for a run on Solana: the coordinator account, followed over a PubSub subscription,
 is the state; operations are the program's instructions, signed by the client's keypair.
 
-The chain stores each client's p2p identity but not where to reach it. Peers find each other
-through a peer directory (`peer_dir`: one `<p2p id hex>.addr` file per client holding its
-endpoint ticket), which suits clients sharing a machine or a network file system; with an iroh
-relay (`relay_url` of the transport) the endpoint id alone would do."""
+The chain stores each client's p2p identity but not where to reach it. With the run's iroh
+relay (`by_key`: the client's --iroh-relay) that identity is enough: it is the peer's endpoint
+id, which the transport dials through the relay (docs/across-machines.md). Without one, peers
+find each other through a peer directory (`peer_dir`: one `<p2p id hex>.addr` file per client
+holding its endpoint ticket), which suits clients sharing a machine or a network file system."""
 
 import asyncio
 import logging
@@ -60,12 +61,13 @@ class PeerDirectory:
 
 class SolanaBackend:
     def __init__(self, rpc_url: str, ws_url: str, run_id: str, keypair, p2p_addr: str = None,
-                 peer_dir=None, spec=None):
+                 peer_dir=None, spec=None, by_key: bool = False):
         self.rpc_url, self.ws_url, self.run_id = rpc_url, ws_url, run_id
         self.keypair = keypair
         self.p2p_identity = identity_of(keypair).public
         self.p2p_addr = p2p_addr
         self.peer_dir = PeerDirectory(peer_dir) if peer_dir else None
+        self.by_key = by_key  # peers are their p2p ids, dialled through the run's relay
         self._spec = spec
         self.coordinator = Coordinator(rpc_url, keypair)
         self.instance_key = self.coordinator.instance_key(run_id)
@@ -246,13 +248,18 @@ class SolanaBackend:
             raise BackendError(str(e)) from None
 
     def peers(self) -> dict:
-        if self.peer_dir is None or self._latest is None:
+        """{p2p id hex: ticket}: from the peer directory when there is one (a ticket carries
+        direct addresses too); else, with the relay, every other client of the run by its key
+        alone (None: the transport dials the key through the relay)."""
+        if self._latest is None or (self.peer_dir is None and not self.by_key):
             return {}
         own = self.p2p_identity
         ids = [c.p2p_identity for c in self._latest.clients if c.p2p_identity != own]
         pending = getattr(self._latest, "pending", [])
         ids += [c.p2p_identity for c in pending if c.p2p_identity != own]
-        return self.peer_dir.lookup(ids)
+        if self.peer_dir is not None:
+            return self.peer_dir.lookup(ids)
+        return {i.hex(): None for i in ids}
 
     async def close(self) -> None:
         self._closed = True

@@ -44,7 +44,8 @@ def load_spec(path):
 @click.option("--run-id", required=True, help="The run to join.")
 @click.option("--peer-dir", type=click.Path(file_okay=False), default=None,
               help="Peer directory: clients publish their p2p address there and find each "
-                   "other's (clients on one machine or a shared file system).")
+                   "other's (clients on one machine or a shared file system). Not needed with "
+                   "--iroh-relay: then a peer's key on chain is all it takes to reach it.")
 @click.option("--run-spec", type=click.Path(dir_okay=False, exists=True), default=None,
               help="The run's state.toml, for its training spec ([model], [optimizer], "
                    "[data]); without it, or without [model], training is simulated.")
@@ -57,12 +58,15 @@ def train(rpc, ws, keypair_path, run_id, peer_dir, run_spec, identity, **opts):
         keypair = load_keypair(keypair_path)
     except KeypairError as e:
         fail(str(e))
+    if peer_dir is None and not opts.get("iroh_relay"):
+        fail("a chain client finds its peers through the run's relay (--iroh-relay URL) or a "
+             "shared peer directory (--peer-dir): give one")
     spec = load_spec(run_spec)
     ws = ws or ws_url_for(rpc)
 
     def make_backend(addr):
         return SolanaBackend(rpc, ws, run_id, keypair, p2p_addr=addr, peer_dir=peer_dir,
-                             spec=spec)
+                             spec=spec, by_key=bool(opts.get("iroh_relay")))
 
     contributor = None if identity is None else bytes(identity)
     where = f"on {rpc}" + (f" for contributor {identity}" if identity else "")

@@ -67,15 +67,17 @@ def wait_for_chain_time(localnet, t: int, deadline: float = 120.0) -> int:
     return asyncio.run(wait())
 
 
-def client(localnet, tmp_path, key, run_id, name):
+def client(localnet, tmp_path, key, run_id, name, relay=None):
+    """A chain client (simulated training) finding its peers through `relay` by their keys on
+    chain, or without one through a peer directory in tmp_path."""
+    peers = ["--iroh-relay", relay] if relay else ["--peer-dir", str(tmp_path / "peers")]
     return Proc(name, [*CLI, "train", "--rpc", localnet.rpc_url, "--ws", localnet.ws_url,
-                       "--keypair", str(key), "--run-id", run_id,
-                       "--peer-dir", str(tmp_path / "peers"),
+                       "--keypair", str(key), "--run-id", run_id, *peers,
                        "--dummy-training-delay-secs", "0.3"])
 
 
 @pytest.mark.timeout(900)
-def test_three_clients_train_two_epochs_on_chain(localnet, tmp_path):
+def test_three_clients_train_two_epochs_on_chain(localnet, tmp_path, iroh_relay):
     run_id = "e2e-chain"
     state = tmp_path / "state.toml"
     # epoch 8 s, 30 steps: the run spans 3 epochs (~1 s rounds) before it finishes
@@ -91,8 +93,11 @@ def test_three_clients_train_two_epochs_on_chain(localnet, tmp_path):
             "--grantee", str(load_keypair(key).pubkey()), keypair=owner)
     intruder = keypair(tmp_path, "intruder", localnet, sol=10)
 
-    procs = [client(localnet, tmp_path, k, run_id, f"client-{n}") for n, k in enumerate(keys)]
-    refused = client(localnet, tmp_path, intruder, run_id, "intruder")
+    # no shared directory: each client reaches the others by their keys on chain, through the
+    # run's relay
+    procs = [client(localnet, tmp_path, k, run_id, f"client-{n}", iroh_relay)
+             for n, k in enumerate(keys)]
+    refused = client(localnet, tmp_path, intruder, run_id, "intruder", iroh_relay)
     try:
         # the unauthorized client's join_run is refused by name and it gives up
         assert refused.p.wait(timeout=240) == 2, refused.output()

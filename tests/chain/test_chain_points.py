@@ -287,6 +287,7 @@ def test_a_client_acting_for_an_identity_that_did_not_delegate_to_it_exits_2(loc
         str(load_keypair(other).pubkey()))
     p = Proc("node", [*CLI, "train", "--rpc", localnet.rpc_url, "--ws", localnet.ws_url,
                       "--keypair", str(node), "--run-id", run_id,
+                      "--peer-dir", str(tmp_path / "peers"),
                       "--identity", str(load_keypair(contributor).pubkey())])
     try:
         assert p.p.wait(timeout=120) == 2, p.output()

@@ -41,14 +41,15 @@ def poll_state(localnet, payer, predicate, timeout, what, run_id=RUN_ID):
     return asyncio.run(go())
 
 
-def test_a_client_sent_sigterm_withdraws_on_chain(localnet, tmp_path):
+def test_a_client_sent_sigterm_withdraws_on_chain(localnet, tmp_path, iroh_relay):
     state = tmp_path / "state.toml"
     state.write_text(tomli_w.dumps({"run_id": RUN_ID, "run_seed": 5, "config": FAST_CONFIG}))
     owner = keypair(tmp_path, "owner", localnet, sol=100)
     cli(localnet, "create-run", "--state", str(state), keypair=owner)
     keys = [keypair(tmp_path, f"client-{n}", localnet, sol=10) for n in range(3)]
     signers = [bytes(load_keypair(k).pubkey()) for k in keys]
-    procs = [client(localnet, tmp_path, k, RUN_ID, f"client-{n}") for n, k in enumerate(keys)]
+    procs = [client(localnet, tmp_path, k, RUN_ID, f"client-{n}", iroh_relay)
+             for n, k in enumerate(keys)]
     victim, leaver = procs[0], signers[0]
     try:
         # training, and the victim has joined the next epoch too: it is in both lists
