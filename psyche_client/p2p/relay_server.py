@@ -3,7 +3,6 @@ once by scripts/relay) for the tests, the benchmarks and trying a run by hand. N
 it only starts and stops the server process."""
 
 import contextlib
-import os
 import socket
 import subprocess
 import tempfile
@@ -11,10 +10,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from ..local_servers import built_binary, stop
 from .errors import P2PError
-
-REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "scripts" / "relay"
 
 
 class RelayServerError(P2PError):
@@ -24,17 +21,7 @@ class RelayServerError(P2PError):
 def find_binary() -> Path:
     """$PSYCHE_RELAY_BIN if it exists, else the binary scripts/relay builds (once; a cached
     build is returned at once)."""
-    env = os.environ.get("PSYCHE_RELAY_BIN")
-    if env and Path(env).is_file():
-        return Path(env)
-    if not SCRIPT.exists():
-        raise RelayServerError("no relay binary: set PSYCHE_RELAY_BIN, or run from a clone "
-                               "(scripts/relay builds it)")
-    done = subprocess.run([str(SCRIPT), "--build"], capture_output=True, text=True)
-    path = Path(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else None
-    if done.returncode != 0 or path is None or not path.is_file():
-        raise RelayServerError(f"scripts/relay --build failed:\n{done.stderr.strip()}")
-    return path
+    return built_binary("relay", "PSYCHE_RELAY_BIN", RelayServerError)
 
 
 def _free_port(host: str) -> int:
@@ -75,12 +62,7 @@ def start_relay(host: str = "127.0.0.1", port: int = 0, timeout: float = 30.0):
                 try:
                     yield url
                 finally:
-                    proc.terminate()
-                    try:
-                        proc.wait(timeout=10)
-                    except subprocess.TimeoutExpired:
-                        proc.kill()
-                        proc.wait()
+                    stop(proc)
                 return
             proc.kill()
             proc.wait()

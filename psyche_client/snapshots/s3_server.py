@@ -3,7 +3,6 @@ proxy) on loopback, for the tests, the benchmark and trying a run by hand. It wr
 log, one line per request, which tests read to see what the server received."""
 
 import contextlib
-import os
 import re
 import socket
 import subprocess
@@ -12,10 +11,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..local_servers import REPO, built_binary, stop
 from .errors import SnapshotStoreError
 
-REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "scripts" / "s3-server"
+SCRIPT = REPO / "scripts" / "s3-server"  # its --version names the pinned module (benchmarks)
 ACCESS_KEY, SECRET_KEY = "psyche", "psyche-secret"
 # after the bracketed time: ip, requester, request id, operation, key, uri, status
 ACCESS_LINE = re.compile(r"\] (\S+) (\S+) (\S+) (\S+) (\S+) (\S+) (\d+) ")
@@ -35,17 +34,7 @@ class S3ServerError(SnapshotStoreError):
 def find_binary() -> Path:
     """$PSYCHE_S3_SERVER_BIN if it exists, else the binary scripts/s3-server builds (once;
     a cached build is returned at once)."""
-    env = os.environ.get("PSYCHE_S3_SERVER_BIN")
-    if env and Path(env).is_file():
-        return Path(env)
-    if not SCRIPT.exists():
-        raise S3ServerError("no S3 server binary: set PSYCHE_S3_SERVER_BIN, or run from a clone "
-                            "(scripts/s3-server builds it)")
-    done = subprocess.run([str(SCRIPT), "--build"], capture_output=True, text=True)
-    path = Path(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else None
-    if done.returncode != 0 or path is None or not path.is_file():
-        raise S3ServerError(f"scripts/s3-server --build failed:\n{done.stderr.strip()}")
-    return path
+    return built_binary("s3-server", "PSYCHE_S3_SERVER_BIN", S3ServerError)
 
 
 @dataclass(frozen=True)
@@ -137,12 +126,7 @@ def start_server(data_dir=None, access_key: str = ACCESS_KEY, secret_key: str = 
                     yield S3Server(f"http://127.0.0.1:{port}", access_key, secret_key, root, log,
                                    out, proc)
                 finally:
-                    proc.terminate()
-                    try:
-                        proc.wait(timeout=10)
-                    except subprocess.TimeoutExpired:
-                        proc.kill()
-                        proc.wait()
+                    stop(proc)
                 return
             proc.kill()
             proc.wait()

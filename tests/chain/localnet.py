@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from psyche_client.chain.localnet import LocalnetError, find_binary, parse_ready
+from psyche_client.local_servers import stop
 
 START_TIMEOUT = 60.0
 
@@ -67,10 +68,5 @@ def start_localnet(*extra_args, timeout: float = START_TIMEOUT):
         program_id, rpc_url, ws_url = found[0]
         yield Localnet(rpc_url, ws_url, binary, program_id, proc, output)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
         reader.join(timeout=5)

@@ -67,12 +67,11 @@ def wait_for_chain_time(localnet, t: int, deadline: float = 120.0) -> int:
     return asyncio.run(wait())
 
 
-def client(localnet, tmp_path, key, run_id, name, relay=None):
-    """A chain client (simulated training) finding its peers through `relay` by their keys on
-    chain, or without one through a peer directory in tmp_path."""
-    peers = ["--iroh-relay", relay] if relay else ["--peer-dir", str(tmp_path / "peers")]
+def client(localnet, tmp_path, key, run_id, name, relay):
+    """A chain client (simulated training) finding its peers by their keys on chain, through
+    the run's `relay` (no shared directory)."""
     return Proc(name, [*CLI, "train", "--rpc", localnet.rpc_url, "--ws", localnet.ws_url,
-                       "--keypair", str(key), "--run-id", run_id, *peers,
+                       "--keypair", str(key), "--run-id", run_id, "--iroh-relay", relay,
                        "--dummy-training-delay-secs", "0.3"])
 
 

@@ -52,7 +52,8 @@ def phase(st, signer):
 
 
 def test_a_stranger_joins_mid_epoch_and_trains_within_it_on_chain(localnet, tmp_path, data_dir,
-                                                                  s3_server, monkeypatch):
+                                                                  s3_server, monkeypatch,
+                                                                  iroh_relay):
     state, _, owner = create_chain_run(localnet, tmp_path, data_dir, s3_server, monkeypatch,
                                        RUN_ID, write=write_join_run)
     obs = ChainObserver(localnet, RUN_ID, owner)
@@ -61,7 +62,7 @@ def test_a_stranger_joins_mid_epoch_and_trains_within_it_on_chain(localnet, tmp_
 
     def start(n, held=False):
         key, procs[n] = start_chain_client(localnet, tmp_path, RUN_ID, state, metrics[n], n,
-                                           held=held)
+                                           held=held, relay=iroh_relay)
         signers[n] = bytes(load_keypair(key).pubkey())
 
     def logs(n):

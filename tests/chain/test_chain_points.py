@@ -129,7 +129,7 @@ def assert_board(board, derived):
 
 
 @pytest.mark.heavy
-def test_delegates_points_add_up_under_one_identity_and_survive_a_restart(tmp_path):
+def test_delegates_points_add_up_under_one_identity_and_survive_a_restart(tmp_path, iroh_relay):
     state = tmp_path / "state.toml"
     # epoch 8 s, 16 steps: 2 epochs or more, each after the previous one's settlement
     state.write_text(tomli_w.dumps({"run_id": RUN_ID, "run_seed": 13, "config": {
@@ -155,7 +155,7 @@ def test_delegates_points_add_up_under_one_identity_and_survive_a_restart(tmp_pa
                 acting = ["--identity", str(identity)] if n else []
                 procs[n] = Proc(f"client-{n}", [
                     *CLI, "train", "--rpc", net.rpc_url, "--ws", net.ws_url, "--keypair",
-                    str(key), "--run-id", RUN_ID, "--peer-dir", str(tmp_path / "peers"),
+                    str(key), "--run-id", RUN_ID, "--iroh-relay", iroh_relay,
                     "--dummy-training-delay-secs", "0.3", *acting])
             for p in procs.values():
                 p.wait_line(r"run finished", timeout=480)
@@ -220,7 +220,7 @@ def test_delegates_points_add_up_under_one_identity_and_survive_a_restart(tmp_pa
 
 @pytest.mark.heavy
 def test_clients_killed_mid_epoch_their_points_are_live_and_the_crank_settles_them(
-        localnet, tmp_path):
+        localnet, tmp_path, iroh_relay):
     """Every client SIGKILLed during the second epoch: nobody settles their slots. The
     leaderboard shows the points the slots hold (`points.with_unsettled`); `settle --all`, by
     a stranger, moves them into the contributor accounts (its tick may end the round: then
@@ -240,7 +240,7 @@ def test_clients_killed_mid_epoch_their_points_are_live_and_the_crank_settles_th
             key = keypair(tmp_path, f"client-{n}", localnet, sol=10)
             procs[n] = Proc(f"client-{n}", [
                 *CLI, "train", "--rpc", localnet.rpc_url, "--ws", localnet.ws_url, "--keypair",
-                str(key), "--run-id", run_id, "--peer-dir", str(tmp_path / "peers"),
+                str(key), "--run-id", run_id, "--iroh-relay", iroh_relay,
                 "--dummy-training-delay-secs", "0.3"])
         first = int(procs[0].wait_line(r"RoundTrain epoch 1 step (\d+)", timeout=300)[1])
         procs[0].wait_line(rf"RoundTrain epoch 1 step {first + 2}\b", timeout=60)  # 2 ended
@@ -274,7 +274,8 @@ def test_clients_killed_mid_epoch_their_points_are_live_and_the_crank_settles_th
         stop_keeping_logs(procs, tmp_path)
 
 
-def test_a_client_acting_for_an_identity_that_did_not_delegate_to_it_exits_2(localnet, tmp_path):
+def test_a_client_acting_for_an_identity_that_did_not_delegate_to_it_exits_2(localnet, tmp_path,
+                                                                              iroh_relay):
     run_id = "points-not-delegate"
     state = tmp_path / "state.toml"
     state.write_text(tomli_w.dumps({"run_id": run_id, "run_seed": 19, "config": FAST_CONFIG}))
@@ -287,7 +288,7 @@ def test_a_client_acting_for_an_identity_that_did_not_delegate_to_it_exits_2(loc
         str(load_keypair(other).pubkey()))
     p = Proc("node", [*CLI, "train", "--rpc", localnet.rpc_url, "--ws", localnet.ws_url,
                       "--keypair", str(node), "--run-id", run_id,
-                      "--peer-dir", str(tmp_path / "peers"),
+                      "--iroh-relay", iroh_relay,
                       "--identity", str(load_keypair(contributor).pubkey())])
     try:
         assert p.p.wait(timeout=120) == 2, p.output()

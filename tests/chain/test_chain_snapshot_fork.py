@@ -32,7 +32,8 @@ ZERO = bytes(32)
 
 
 def test_incumbents_and_a_new_client_resume_together_on_chain(localnet, tmp_path, data_dir,
-                                                              s3_server, monkeypatch):
+                                                              s3_server, monkeypatch,
+                                                              iroh_relay):
     state, _, owner = create_chain_run(localnet, tmp_path, data_dir, s3_server, monkeypatch,
                                        RUN_ID)
     obs = ChainObserver(localnet, RUN_ID, owner)
@@ -40,7 +41,8 @@ def test_incumbents_and_a_new_client_resume_together_on_chain(localnet, tmp_path
     procs, signers = {}, {}
 
     def start(n):
-        key, procs[n] = start_chain_client(localnet, tmp_path, RUN_ID, state, metrics[n], n)
+        key, procs[n] = start_chain_client(localnet, tmp_path, RUN_ID, state, metrics[n], n,
+                                           relay=iroh_relay)
         signers[n] = bytes(load_keypair(key).pubkey())
 
     try:

@@ -89,7 +89,8 @@ def create_chain_run(localnet, tmp_path, data_dir, s3_server, monkeypatch, run_i
     return state, bucket, owner
 
 
-def start_chain_client(localnet, tmp_path, run_id, state, metrics_file, n, held=False):
+def start_chain_client(localnet, tmp_path, run_id, state, metrics_file, n, held=False, *,
+                       relay):
     """Client n's `train` process, with a funded keypair of its own: (keypair path, Proc).
     `held`: it starts now but joins only on its release(), so that its start-up, slow on a
     loaded machine, is not counted in a run's time."""
@@ -98,7 +99,7 @@ def start_chain_client(localnet, tmp_path, run_id, state, metrics_file, n, held=
     return key, Proc(f"client-{n}", [
         *start, "train", "--rpc", localnet.rpc_url, "--ws", localnet.ws_url,
         "--keypair", str(key), "--run-id", run_id, "--run-spec", str(state),
-        "--peer-dir", str(tmp_path / "peers"), "--torch-threads", "1",
+        "--iroh-relay", relay, "--torch-threads", "1",
         "--micro-batch-size", "4", "--metrics-file", str(metrics_file)],
         subprocess.PIPE if held else None)
 
@@ -116,7 +117,8 @@ def pause_after_epoch_0(localnet, obs, owner, run_id):
 
 
 def test_new_clients_resume_from_the_recorded_snapshot_on_chain(localnet, tmp_path, data_dir,
-                                                                 s3_server, monkeypatch):
+                                                                 s3_server, monkeypatch,
+                                                                 iroh_relay):
     state, bucket, owner = create_chain_run(localnet, tmp_path, data_dir, s3_server,
                                             monkeypatch, RUN_ID)
     obs = ChainObserver(localnet, RUN_ID, owner)
@@ -124,7 +126,8 @@ def test_new_clients_resume_from_the_recorded_snapshot_on_chain(localnet, tmp_pa
     procs, keys = {}, {}
 
     def start(n):
-        keys[n], procs[n] = start_chain_client(localnet, tmp_path, RUN_ID, state, metrics[n], n)
+        keys[n], procs[n] = start_chain_client(localnet, tmp_path, RUN_ID, state, metrics[n], n,
+                                               relay=iroh_relay)
 
     try:
         start(1)

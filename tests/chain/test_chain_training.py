@@ -16,7 +16,7 @@ pytest.importorskip("torch")
 pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 
-def test_three_clients_train_a_llama_on_chain(localnet, tmp_path, data_dir):
+def test_three_clients_train_a_llama_on_chain(localnet, tmp_path, data_dir, iroh_relay):
     tables = run_tables(data_dir, run_id="train-chain", lr=0.003, topk=32)
     # no server to host the token files: every client reads them (all on this machine)
     tables["data"] = {"kind": "local", "dir": str(data_dir / "train"), "token_size": 2,
@@ -35,7 +35,7 @@ def test_three_clients_train_a_llama_on_chain(localnet, tmp_path, data_dir):
             procs[n] = Proc(f"client-{n}", [
                 *CLI, "train", "--rpc", localnet.rpc_url, "--ws", localnet.ws_url,
                 "--keypair", str(key), "--run-id", "train-chain", "--run-spec", str(state),
-                "--peer-dir", str(tmp_path / "peers"), "--torch-threads", "1",
+                "--iroh-relay", iroh_relay, "--torch-threads", "1",
                 "--micro-batch-size", "8", "--metrics-file", str(metrics[n])])
         for n, p in procs.items():
             p.wait_line(r"run finished", timeout=1500)

@@ -57,7 +57,8 @@ def chain_state(net, payer, predicate=lambda s: True, timeout=60, what="a state"
 
 
 def test_localnet_killed_with_its_clients_resumes_from_the_snapshot(tmp_path, data_dir,
-                                                                    s3_server, monkeypatch):
+                                                                    s3_server, monkeypatch,
+                                                                    iroh_relay):
     bucket = public_bucket(s3_server, monkeypatch, "killed-chain")
     state = write_run(tmp_path / "state.toml", data_dir, bucket, s3_server.endpoint)
     tables = tomllib.loads(state.read_text())
@@ -74,7 +75,7 @@ def test_localnet_killed_with_its_clients_resumes_from_the_snapshot(tmp_path, da
         procs[n] = Proc(f"client-{n}", [
             *CLI, "train", "--rpc", net.rpc_url, "--ws", net.ws_url,
             "--keypair", str(key), "--run-id", RUN_ID, "--run-spec", str(state),
-            "--peer-dir", str(tmp_path / "peers"), "--torch-threads", "1",
+            "--iroh-relay", iroh_relay, "--torch-threads", "1",
             "--micro-batch-size", "4", "--metrics-file", str(metrics[n])])
 
     def heldout(n):

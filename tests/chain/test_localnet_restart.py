@@ -30,7 +30,7 @@ class Net:
         self.ws_url = f"ws://127.0.0.1:{ws_port}"
 
 
-def test_a_killed_localnet_resumes_its_run(tmp_path):
+def test_a_killed_localnet_resumes_its_run(tmp_path, iroh_relay):
     rpc_port, ws_port = free_port(), free_port()
     cmd = [str(localnet_binary()), "--rpc-port", str(rpc_port), "--ws-port", str(ws_port),
            "--ledger", str(tmp_path / "ledger")]
@@ -49,7 +49,7 @@ def test_a_killed_localnet_resumes_its_run(tmp_path):
             key = keypair(tmp_path, f"client-{n}", net, sol=10)
             clients.append(Proc(f"client-{n}", [
                 *CLI, "train", "--rpc", net.rpc_url, "--ws", net.ws_url, "--keypair", str(key),
-                "--run-id", run_id, "--peer-dir", str(tmp_path / "peers"),
+                "--run-id", run_id, "--iroh-relay", iroh_relay,
                 "--dummy-training-delay-secs", "0.3"]))
         clients[0].wait_line(r"RoundTrain epoch 0 step 4", timeout=300)
         before = json.loads(cli(net, "show", "--run-id", run_id, "--json").stdout)["state"]
