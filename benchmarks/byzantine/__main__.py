@@ -285,12 +285,27 @@ def _loss_ratio(row: dict, alone, everyone) -> None:
                                                if loss and everyone else None)
 
 
+def _mean_ratio(row: dict, baseline: dict):
+    """The mean over the seeds of the row's final held-out loss over `baseline[seed]` (the
+    row's own run is --seed's, its per_seed rows the others); None if any is missing."""
+    losses = {None: row.get("final_heldout_loss"),
+              **{s: r.get("final_heldout_loss") for s, r in (row.get("per_seed") or {}).items()}}
+    seeds = list(baseline)
+    pairs = [(losses[None if k == 0 else s], baseline[s]) for k, s in enumerate(seeds)]
+    if any(not a or not b for a, b in pairs):
+        return None
+    return round(sum(a / b for a, b in pairs) / len(pairs), 4)
+
+
 def _over_seeds(row: dict, more: dict) -> None:
     """Fold the attack's runs on more seeds ({seed: (row, the honest clients alone's loss)})
     into its row, whose own figures are --seed's: one 40-step trajectory moves by about 1 %
     between seeds (and between runs that differ in any result), so the loss ratio is the mean
     over the seeds; the rest takes the worst case (lowest detection rate, sums of the honest
     results rejected and clients removed)."""
+    if "seeds" in row:  # folded before (an --update): start again from --seed's own figures
+        for k in ("detection_rate", "honest_results_rejected", "honest_clients_removed"):
+            row[k] = row[f"seed_{k}"]
     for r, alone in more.values():
         _loss_ratio(r, alone, None)
     runs = [row] + [r for r, _ in more.values()]
@@ -432,6 +447,19 @@ def main(argv=None) -> int:
             cost[seed] = b / a
     ratios = [r["heldout_loss_ratio"] for r in attacks.values()
               if r["heldout_loss_ratio"] is not None]
+    # the same against the run of all 8 honest clients, per seed: what the defenses leave of an
+    # attack, apart from the 2 clients it takes away (the 8 honest and the 6 alone differ too)
+    all_honest = {str(args.seed): honest["robust"].get("final_heldout_loss"),
+                  **{str(s): honest.get(f"seed_{s}", {}).get("robust", {}).get(
+                      "final_heldout_loss") for s in args.loss_seeds}}
+    alone_of = {str(args.seed): honest["alone"].get("final_heldout_loss"),
+                **{str(s): honest[f"alone_seed_{s}"].get("final_heldout_loss")
+                   for s in args.loss_seeds}}
+    vs_all = [_mean_ratio(r, all_honest) for r in attacks.values()]
+    vs_all = [v for v in vs_all if v is not None]
+    honest_vs_alone = (round(sum(all_honest[k] / alone_of[k] for k in all_honest)
+                             / len(all_honest), 4)
+                       if all(all_honest.values()) and all(alone_of.values()) else None)
     rates = [r["detection_rate"] for r in attacks.values() if r.get("detection_rate") is not None]
     headline = {
         "min_detection_rate": min(rates) if rates else None,
@@ -441,6 +469,9 @@ def main(argv=None) -> int:
         "max_heldout_loss_ratio": max(ratios) if ratios else None,
         # run seeds per attack: with more than one, each attack's ratio is its mean over them
         "loss_seeds": 1 + len(args.loss_seeds),
+        "max_heldout_loss_ratio_vs_all_honest": max(vs_all) if vs_all else None,
+        # no adversary at all: the 8 honest clients against the 6 alone, mean over the seeds
+        "all_honest_vs_alone_loss_ratio": honest_vs_alone,
         # the verifiers' verdicts over every attack run (training/judge.py)
         **{f"verifier_{k}": sum((r.get("verdicts") or {}).get(k, 0) for r in attacks.values())
            for k in ("honest_judged", "honest_judged_bad", "attacked_judged",
@@ -467,7 +498,7 @@ def main(argv=None) -> int:
         for name, r in attacks.items()}
     doc = {"headline": headline, "attacks": table,
            "robust_aggregation_cost_per_seed": {str(k): round(v, 4) for k, v in cost.items()},
-           "settings": _settings(args),
+           "settings": {**_settings(args), "attacks": ",".join(attacks)},
            "honest": honest, "attack_runs": attacks,
            "machine": {"python": platform.python_version(), "platform": platform.platform(),
                        "torch_threads": 1}}
