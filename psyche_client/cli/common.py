@@ -97,8 +97,7 @@ def client_options(fn):
 
 
 def run_client(run_id, identity, make_backend, where, bind_p2p_port, bind_p2p_host, iroh_relay,
-               p2p_kind,
-               tui, dummy_training_delay_secs, micro_batch_size, device, torch_threads,
+               p2p_kind, tui, dummy_training_delay_secs, micro_batch_size, device, torch_threads,
                data_parallelism, checkpoint_dir, store_access_key, store_secret_key,
                metrics_file, wandb_project, wandb_run, wandb_group, wandb_entity,
                contributor=None):

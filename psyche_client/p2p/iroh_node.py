@@ -186,9 +186,9 @@ class IrohNode:
         return iroh.EndpointAddr(key, self.relay_url, [])
 
     def set_peers(self, peers: dict) -> None:
-        """{p2p id hex: ticket, or None when only its key is known (reached through the
-        relay; left out without one)}; ourselves and unparsable tickets are left out. A peer whose
-        ticket changed has restarted (same key, new sockets), and one that left may come back
+        """{p2p id hex: ticket, or None when only its key is known (then reached through the
+        relay; left out without one)}; ourselves and unparsable tickets are left out. A peer
+        whose ticket changed has restarted (same key, new sockets), and one that left may come back
         so: connections with its old process, ours and the ones it opened, would only end at
         QUIC's idle timeout, and while one is open iroh cannot dial the new process (measured:
         every dial times out), so they are closed."""
