@@ -34,6 +34,8 @@ applied, so it need not be bit-identical anywhere."""
 
 import torch
 
+from .distro import update_signs
+
 # a result scoring under either line is judged bad (the module docstring has the measurements)
 SIGN_Z_MIN = 2.0
 STEP_MIN = 0.0
@@ -66,10 +68,10 @@ def step_gain(result, gradients: list, transforms) -> list[float]:
     gradients, one per parameter, in the optimizer's order): the first-order gain of its step,
     `g . sign(IDCT(values))`, as a share of the most a step of that size can gain, `|g|_1`;
     in [-1, 1], under 0 for a step up the batch."""
-    signs = [torch.sign(t.decode(torch.zeros(t.nchunks, t.totalk, dtype=torch.float32)
-                                 .scatter_(1, sp.indices.cpu(),
-                                           sp.dense_values(torch.float32).cpu())))
-             for t, sp in zip(transforms, result.params)]
+    try:
+        signs = update_signs(transforms, result.params)  # the step every client would take
+    except ValueError:  # values that are not finite: no step to score, so a bad one
+        return [float("nan")] * len(gradients)
     scores = []
     for grads in gradients:
         gain = sum(float((g * s).sum()) for g, s in zip(grads, signs))
