@@ -4,6 +4,7 @@ and stopping a server process. Imports nothing of the package."""
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,3 +35,11 @@ def stop(proc: subprocess.Popen, timeout: float = 10.0) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def started(proc: subprocess.Popen, ready, timeout: float) -> bool:
+    """Whether `proc` is running and `ready()` within `timeout` seconds (polled every 50 ms)."""
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and not ready() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return proc.poll() is None and ready()

@@ -6,11 +6,10 @@ import contextlib
 import socket
 import subprocess
 import tempfile
-import time
 import urllib.request
 from pathlib import Path
 
-from ..local_servers import built_binary, stop
+from ..local_servers import built_binary, started, stop
 from .errors import P2PError
 
 
@@ -55,10 +54,7 @@ def start_relay(host: str = "127.0.0.1", port: int = 0, timeout: float = 30.0):
             with open(log, "wb") as sink:
                 proc = subprocess.Popen([str(binary), "--dev", "-c", str(config)], stdout=sink,
                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-            deadline = time.monotonic() + timeout
-            while proc.poll() is None and not _healthy(url) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if proc.poll() is None and _healthy(url):
+            if started(proc, lambda: _healthy(url), timeout):
                 try:
                     yield url
                 finally:

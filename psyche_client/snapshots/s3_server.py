@@ -7,11 +7,10 @@ import re
 import socket
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..local_servers import REPO, built_binary, stop
+from ..local_servers import REPO, built_binary, started, stop
 from .errors import SnapshotStoreError
 
 SCRIPT = REPO / "scripts" / "s3-server"  # its --version names the pinned module (benchmarks)
@@ -118,10 +117,7 @@ def start_server(data_dir=None, access_key: str = ACCESS_KEY, secret_key: str = 
                      "--port", f"127.0.0.1:{port}", "--access-log", str(log),
                      "posix", *posix_options, str(root / "buckets")],
                     stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-            deadline = time.monotonic() + timeout
-            while proc.poll() is None and not _listening(port) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if proc.poll() is None and _listening(port):
+            if started(proc, lambda: _listening(port), timeout):
                 try:
                     yield S3Server(f"http://127.0.0.1:{port}", access_key, secret_key, root, log,
                                    out, proc)
