@@ -285,13 +285,12 @@ def _loss_ratio(row: dict, alone, everyone) -> None:
                                                if loss and everyone else None)
 
 
-def _mean_ratio(row: dict, baseline: dict):
+def _mean_ratio(row: dict, seed: int, baseline: dict):
     """The mean over the seeds of the row's final held-out loss over `baseline[seed]` (the
-    row's own run is --seed's, its per_seed rows the others); None if any is missing."""
-    losses = {None: row.get("final_heldout_loss"),
+    row's own run is `seed`'s, its per_seed rows the others'); None if any is missing."""
+    losses = {str(seed): row.get("final_heldout_loss"),
               **{s: r.get("final_heldout_loss") for s, r in (row.get("per_seed") or {}).items()}}
-    seeds = list(baseline)
-    pairs = [(losses[None if k == 0 else s], baseline[s]) for k, s in enumerate(seeds)]
+    pairs = [(losses.get(s), b) for s, b in baseline.items()]
     if any(not a or not b for a, b in pairs):
         return None
     return round(sum(a / b for a, b in pairs) / len(pairs), 4)
@@ -455,7 +454,7 @@ def main(argv=None) -> int:
     alone_of = {str(args.seed): honest["alone"].get("final_heldout_loss"),
                 **{str(s): honest[f"alone_seed_{s}"].get("final_heldout_loss")
                    for s in args.loss_seeds}}
-    vs_all = [_mean_ratio(r, all_honest) for r in attacks.values()]
+    vs_all = [_mean_ratio(r, args.seed, all_honest) for r in attacks.values()]
     vs_all = [v for v in vs_all if v is not None]
     honest_vs_alone = (round(sum(all_honest[k] / alone_of[k] for k in all_honest)
                              / len(all_honest), 4)
