@@ -8,9 +8,9 @@ Fixed size, little-endian, every padding byte explicit and zero. Offsets (bytes)
                      pending_pause:u8 checkpoint_kind:u8 layout_version:u32
   config   96..208   see CONFIG_FORMAT (CONFIG_FIELDS in order, then 2 zero bytes)
   repo     208..336  checkpoint_repo[64] checkpoint_revision[64]
-  hashes   336..448  checkpoint_hash[32] param_hash[32] due_hash[32] checkpoint_step:u32
-                     param_step:u32 due_step:u32 _pad[4]
-  clients  448..     [Client; 256]  signer[32] p2p_identity[32] identity[32] state:u8 phase:u8
+  hashes   336..480  checkpoint_hash[32] param_hash[32] due_hash[32] spec_hash[32]
+                     checkpoint_step:u32 param_step:u32 due_step:u32 _pad[4]
+  clients  480..     [Client; 256]  signer[32] p2p_identity[32] identity[32] state:u8 phase:u8
                                     _pad[2] since:u32 presence:u64 sequences:u64
                                     accusers[32]   (152 each; bit i = client i, LSB first)
   pending            [Client; 256]
@@ -62,7 +62,7 @@ CONFIG_FIELDS = ("warmup_time", "cooldown_time", "max_round_train_time", "round_
 CLIENT_FORMAT = "<32s32s32sBBxxIQQ32s"
 ROUND_HEAD_FORMAT = "<IHHQQ32s32s32s"
 WITNESS_HEAD_FORMAT = "<H6x32s32s"
-HASHES_FORMAT = "<32s32s32sIII4x"
+HASHES_FORMAT = "<32s32s32s32sIII4x"
 VERSION_OFFSET = 92
 
 HEADER_SIZE = struct.calcsize(HEADER_FORMAT)
@@ -80,8 +80,8 @@ ROUNDS_OFFSET = PENDING_OFFSET + MAX_CLIENTS * CLIENT_SIZE
 STATE_SIZE = ROUNDS_OFFSET + NUM_STORED_ROUNDS * ROUND_SIZE
 
 assert (HEADER_SIZE, CONFIG_SIZE, CLIENT_SIZE, WITNESS_SIZE) == (96, 112, 152, 784)
-assert (REPO_OFFSET, HASHES_OFFSET, CLIENTS_OFFSET) == (208, 336, 448)
-assert ROUND_SIZE % 8 == 0 and STATE_SIZE == 179104
+assert (REPO_OFFSET, HASHES_OFFSET, CLIENTS_OFFSET) == (208, 336, 480)
+assert ROUND_SIZE % 8 == 0 and STATE_SIZE == 179136
 
 
 class LayoutError(ValueError):
@@ -138,7 +138,7 @@ def to_bytes(s: CoordinatorState) -> bytes:
                     _fixed_str(s.checkpoint.repo, REPO_LEN),
                     _fixed_str(s.checkpoint.revision, REPO_LEN),
                     struct.pack(HASHES_FORMAT, s.checkpoint.hash, s.param_hash, s.due_hash,
-                                s.checkpoint.step, s.param_step, s.due_step),
+                                s.spec_hash, s.checkpoint.step, s.param_step, s.due_step),
                     clients, pending,
                     *map(_encode_round, s.rounds)])
     assert len(out) == STATE_SIZE
@@ -207,7 +207,7 @@ def from_bytes(data: bytes) -> CoordinatorState:
      n_clients, n_pending, run_state, first_round, pending_pause, ck_kind,
      version) = struct.unpack_from(HEADER_FORMAT, data, 0)
     values = struct.unpack_from(CONFIG_FORMAT, data, CONFIG_OFFSET)
-    ck_hash, param_hash, due_hash, ck_step, param_step, due_step = struct.unpack_from(
+    ck_hash, param_hash, due_hash, spec_hash, ck_step, param_step, due_step = struct.unpack_from(
         HASHES_FORMAT, data, HASHES_OFFSET)
     try:
         config = RunConfig(**dict(zip(CONFIG_FIELDS, values))).validate()
@@ -221,7 +221,8 @@ def from_bytes(data: bytes) -> CoordinatorState:
             epoch_start_data_index=ep_data, epoch_start_timestamp=ep_ts, start_step=start_step,
             last_step=last_step, rounds_head=head, first_round=bool(first_round),
             pending_pause=bool(pending_pause), checkpoint=checkpoint, param_hash=param_hash,
-            param_step=param_step, due_hash=due_hash, due_step=due_step, layout_version=version,
+            param_step=param_step, due_hash=due_hash, due_step=due_step, spec_hash=spec_hash,
+            layout_version=version,
             clients=_decode_clients(data, CLIENTS_OFFSET, n_clients),
             pending=_decode_clients(data, PENDING_OFFSET, n_pending),
             rounds=[_decode_round(data, ROUNDS_OFFSET + i * ROUND_SIZE)

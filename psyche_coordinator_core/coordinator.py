@@ -661,8 +661,9 @@ def resume(s: CoordinatorState, now: int) -> None:
 
 
 def update(s: CoordinatorState, now: int, config: RunConfig = None,
-           checkpoint: Checkpoint = None) -> None:
-    """The run authority changes the config or the model source while the run is halted."""
+           checkpoint: Checkpoint = None, spec_hash: bytes = None) -> None:
+    """The run authority changes the config, the model source or the run spec's hash while the
+    run is halted (clients check the spec only when they start: a running run keeps its own)."""
     if s.run_state == RunState.Finished:
         raise CoordinatorError("RunFinished", "a finished run cannot change")
     if not s.run_state.halted:
@@ -674,9 +675,18 @@ def update(s: CoordinatorState, now: int, config: RunConfig = None,
             # points are credited at the rates they were earned under
             raise CoordinatorError("PointsUnsettled", f"{s.unsettled_count()} slots hold "
                                    "unsettled points: settle them before changing the config")
-        s.config = config.validate()
+        config = config.validate()
     if checkpoint is not None:
-        s.checkpoint = _check_checkpoint(checkpoint)
+        checkpoint = _check_checkpoint(checkpoint)
+    if spec_hash is not None:
+        spec_hash = _hash_arg(spec_hash, "spec_hash")
+    # nothing changes unless every argument is valid
+    if config is not None:
+        s.config = config
+    if checkpoint is not None:
+        s.checkpoint = checkpoint
+    if spec_hash is not None:
+        s.spec_hash = spec_hash
 
 
 OPERATIONS = {

@@ -13,7 +13,7 @@ from .state import Checkpoint, CheckpointKind
 
 HEX = re.compile(r"(?:[0-9a-f]{2})*")
 BYTES_ARGS = {"signer", "p2p_identity", "identity", "participant_bloom", "broadcast_bloom",
-              "broadcast_merkle", "param_hash"}
+              "broadcast_merkle", "param_hash", "spec_hash"}
 ARGS = {
     "tick": set(),
     "join": {"signer", "p2p_identity", "identity"},
@@ -29,10 +29,10 @@ ARGS = {
     "settle": {"index"},
     "pause": set(),
     "resume": set(),
-    "update": {"config", "checkpoint"},
+    "update": {"config", "checkpoint", "spec_hash"},
 }
 OPTIONAL = {("checkpoint", "revision"), ("join", "identity"), ("update", "config"),
-            ("update", "checkpoint")}
+            ("update", "checkpoint"), ("update", "spec_hash")}
 MAX_DEPTH = 128  # nested arrays and objects; serde_json refuses the 129th level
 
 

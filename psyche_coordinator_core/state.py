@@ -167,6 +167,10 @@ class CoordinatorState:
     # the agreed hash at the latest multiple of checkpoint_interval: a mid-epoch snapshot point
     due_hash: bytes = ZERO_HASH
     due_step: int = 0
+    # SHA-256 of the run spec's canonical bytes (what clients train: model, optimizer, data,
+    # snapshot store, relays), set by the authority while halted; clients fetch the spec and
+    # refuse one that does not hash to it. Zero: no spec, clients simulate training
+    spec_hash: bytes = ZERO_HASH
     layout_version: int = LAYOUT_VERSION
     clients: list = field(default_factory=list)  # this epoch's clients; indices are stable
     pending: list = field(default_factory=list)  # joined for the next epoch

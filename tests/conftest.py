@@ -1,7 +1,13 @@
+import os
 import subprocess
 import sys
 
 import pytest
+
+# Clients bind every interface on a fixed port by default (a contributor's machine); the tests
+# run many on one machine: loopback and a free port each, for every client process they start.
+os.environ.setdefault("PSYCHE_BIND_P2P_HOST", "127.0.0.1")
+os.environ.setdefault("PSYCHE_BIND_P2P_PORT", "0")
 
 
 @pytest.fixture(scope="session")

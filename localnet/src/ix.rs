@@ -5,7 +5,7 @@
 use anchor_lang::{InstructionData, ToAccountMetas};
 use psyche_coordinator::{
     accounts as acc, instruction as data, run_id_seed, CheckpointParams, CoordinatorAccount,
-    RunConfigParams, AUTHORIZATION_SEED, CONTRIBUTOR_SEED, COORDINATOR_SEED,
+    RunConfigParams, AUTHORIZATION_SEED, CONTRIBUTOR_SEED, COORDINATOR_SEED, RUN_SPEC_SEED,
 };
 use solana_instruction::Instruction;
 use solana_pubkey::Pubkey;
@@ -41,6 +41,11 @@ pub fn contributor_key(instance: &Pubkey, identity: &Pubkey) -> Pubkey {
         &PROGRAM_ID,
     )
     .0
+}
+
+/// The run spec PDA of a run instance.
+pub fn run_spec_key(instance: &Pubkey) -> Pubkey {
+    Pubkey::find_program_address(&[RUN_SPEC_SEED, instance.as_ref()], &PROGRAM_ID).0
 }
 
 /// The system `create_account` that pre-allocates the coordinator account (same transaction
@@ -121,7 +126,51 @@ impl Run {
         config: Option<RunConfigParams>,
         checkpoint: Option<CheckpointParams>,
     ) -> Instruction {
-        ix(self.owner(authority), data::Update { config, checkpoint })
+        self.update_spec(authority, config, checkpoint, None)
+    }
+
+    /// `update` that may also set the run spec's hash.
+    pub fn update_spec(
+        &self,
+        authority: &Pubkey,
+        config: Option<RunConfigParams>,
+        checkpoint: Option<CheckpointParams>,
+        spec_hash: Option<[u8; 32]>,
+    ) -> Instruction {
+        let args = data::Update {
+            config,
+            checkpoint,
+            spec_hash,
+        };
+        ix(self.owner(authority), args)
+    }
+
+    /// The run spec PDA of this run.
+    pub fn run_spec(&self) -> Pubkey {
+        run_spec_key(&self.instance)
+    }
+
+    /// `set_run_spec`: `chunk` at `offset` of a spec `total_len` bytes long.
+    pub fn set_run_spec(
+        &self,
+        authority: &Pubkey,
+        total_len: u32,
+        offset: u32,
+        chunk: Vec<u8>,
+    ) -> Instruction {
+        ix(
+            acc::SetRunSpec {
+                authority: *authority,
+                coordinator_instance: self.instance,
+                run_spec: self.run_spec(),
+                system_program: solana_sdk_ids::system_program::ID,
+            },
+            data::SetRunSpec {
+                total_len,
+                offset,
+                chunk,
+            },
+        )
     }
 
     pub fn set_paused(&self, authority: &Pubkey, paused: bool) -> Instruction {

@@ -61,7 +61,7 @@ class PeerDirectory:
 
 class SolanaBackend:
     def __init__(self, rpc_url: str, ws_url: str, run_id: str, keypair, p2p_addr: str = None,
-                 peer_dir=None, spec=None, by_key: bool = False):
+                 peer_dir=None, spec=None, by_key: bool = False, spec_hash: bytes = None):
         self.rpc_url, self.ws_url, self.run_id = rpc_url, ws_url, run_id
         self.keypair = keypair
         self.p2p_identity = identity_of(keypair).public
@@ -69,6 +69,9 @@ class SolanaBackend:
         self.peer_dir = PeerDirectory(peer_dir) if peer_dir else None
         self.by_key = by_key  # peers are their p2p ids, dialled through the run's relay
         self._spec = spec
+        # the run spec's hash this client trains (read with the spec); another one in the state
+        # means the creator replaced the spec (`set-spec`): this client's model is not the run's
+        self.spec_hash = spec_hash
         self.coordinator = Coordinator(rpc_url, keypair)
         self.instance_key = self.coordinator.instance_key(run_id)
         self.account = None
@@ -125,6 +128,11 @@ class SolanaBackend:
             return
         except (ChainError, LayoutError) as e:
             log.error("undecodable coordinator account: %s", e)
+            return
+        if self.spec_hash is not None and state.spec_hash != self.spec_hash:
+            self._fail(FatalBackendError(
+                f"the run's spec changed to {state.spec_hash.hex()[:16]} (this client trains "
+                f"{self.spec_hash.hex()[:16]}): restart it to train the new spec"))
             return
         self._latest = state
         if self._states.full():

@@ -43,6 +43,9 @@ from . import idl as idl_files
 COORDINATOR_SEED = b"coordinator"
 AUTHORIZATION_SEED = b"authorization"
 CONTRIBUTOR_SEED = b"contributor"
+RUN_SPEC_SEED = b"run_spec"
+RUN_SPEC_MAX_LEN = 8192  # the program's RUN_SPEC_MAX_LEN
+RUN_SPEC_CHUNK = 800  # spec bytes per set_run_spec transaction (under the 1232-byte packet)
 MAX_DELEGATES = 8
 ACCOUNT_SPACE = 8 + STATE_SIZE
 CORE_ERRORS_START, PROGRAM_ERRORS_START = 6000, 6100
@@ -168,6 +171,10 @@ class Coordinator:
         return Pubkey.find_program_address([CONTRIBUTOR_SEED, bytes(instance), bytes(identity)],
                                            self.program_id)[0]
 
+    def run_spec_key(self, instance: Pubkey) -> Pubkey:
+        """The run spec account of the run of `instance`."""
+        return Pubkey.find_program_address([RUN_SPEC_SEED, bytes(instance)], self.program_id)[0]
+
     # ---- reading
     async def get_account_data(self, key: Pubkey):
         try:
@@ -201,6 +208,19 @@ class Coordinator:
         if data is None:
             raise ChainError(f"coordinator account {account} does not exist")
         return self.decode_state(data)
+
+    async def fetch_run_spec(self, instance: Pubkey):
+        """The bytes the run's spec account holds, or None if it has none (the caller checks
+        them against the state's spec_hash)."""
+        data = await self.get_account_data(self.run_spec_key(instance))
+        if data is None:
+            return None
+        if data[:8] != account_discriminator("RunSpec") or len(data) < 45:
+            raise ChainError("not a run spec account")
+        n = struct.unpack_from("<I", data, 41)[0]
+        if 45 + n > len(data):
+            raise ChainError(f"run spec account claims {n} bytes, holds {len(data) - 45}")
+        return data[45:45 + n]
 
     async def fetch_contributor(self, instance: Pubkey, identity: Pubkey):
         """`identity`'s Contributor in the run of `instance`, or None if it has no account."""
@@ -270,10 +290,24 @@ class Coordinator:
                                   "coordinator_account": account,
                                   "system_program": SYSTEM_PROGRAM_ID})
 
-    def ix_update(self, authority, instance, account, config=None, checkpoint=None):
+    def ix_update(self, authority, instance, account, config=None, checkpoint=None,
+                  spec_hash: bytes = None):
         return self._ix("update", None if config is None else self.config_arg(config),
                         None if checkpoint is None else self.checkpoint_arg(checkpoint),
+                        None if spec_hash is None else list(spec_hash),
                         accounts=self._owner(authority, instance, account))
+
+    def ix_set_run_spec(self, authority, instance, spec: bytes) -> list:
+        """The set_run_spec instructions that write `spec` (at most RUN_SPEC_MAX_LEN bytes) into
+        the run's spec account, one chunk each (the first creates the account, `authority`
+        paying its rent); `update(spec_hash=...)` then makes clients use them."""
+        if len(spec) > RUN_SPEC_MAX_LEN:
+            raise ValueError(f"the run spec is {len(spec)} bytes; at most {RUN_SPEC_MAX_LEN}")
+        accounts = {"authority": authority, "coordinator_instance": instance,
+                    "run_spec": self.run_spec_key(instance), "system_program": SYSTEM_PROGRAM_ID}
+        return [self._ix("set_run_spec", len(spec), at, spec[at:at + RUN_SPEC_CHUNK],
+                         accounts=accounts)
+                for at in range(0, max(len(spec), 1), RUN_SPEC_CHUNK)]
 
     def ix_set_paused(self, authority, instance, account, paused: bool):
         return self._ix("set_paused", paused, accounts=self._owner(authority, instance, account))

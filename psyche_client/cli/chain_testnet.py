@@ -13,7 +13,7 @@ from solders.keypair import Keypair
 
 from ..chain.keys import load_keypair, save_keypair
 from ..chain.localnet import LocalnetError, command, find_binary, parse_ready
-from .testnet import Testnet, TestnetOptions
+from .testnet import LOOPBACK_P2P, Testnet, TestnetOptions
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +108,7 @@ class ChainTestnet(Testnet):
     def client_cmd(self, n):
         return [*CLI, "train", "--rpc", self.rpc, "--ws", self.ws,
                 "--keypair", str(self.keypair(f"client-{n}")), "--run-id", self.run_id,
-                "--peer-dir", str(self.workdir / "peers"), "--run-spec", str(self.state_file),
+                # the spec comes from the chain; the peers' addresses from this shared directory
+                "--peer-dir", str(self.workdir / "peers"), *LOOPBACK_P2P,
                 "--dummy-training-delay-secs", str(self.opts.dummy_training_delay_secs),
                 "--torch-threads", "1", "--metrics-file", str(self.workdir / f"client-{n}.jsonl")]

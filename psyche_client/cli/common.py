@@ -34,21 +34,42 @@ def tui_enabled(flag: bool) -> bool:
     return bool(flag) and sys.stdout.isatty()
 
 
+# the contributor's default p2p port (UDP): documented, so that a router can forward it
+DEFAULT_P2P_PORT = 29400
+
+
 def fail(message: str, code: int = 2):
     click.echo(f"error: {message}", err=True)
     sys.exit(code)
 
 
 _CLIENT_OPTIONS = [
-    click.option("-b", "--bind-p2p-port", type=int, default=0, show_default=True,
-                 help="Port for peer-to-peer traffic; 0 picks a free one."),
-    click.option("--bind-p2p-host", default="127.0.0.1", show_default=True,
-                 help="Address peers reach this client at."),
+    click.option("-b", "--bind-p2p-port", type=click.IntRange(0, 65535),
+                 default=DEFAULT_P2P_PORT, envvar="PSYCHE_BIND_P2P_PORT", show_default=True,
+                 help="Port for peer-to-peer traffic (UDP; TCP with --p2p ws). Peers reach a "
+                 "client behind a router through hole punching or the run's relay; forwarding "
+                 "this port on the router gives them a direct path for sure. 0 picks a free "
+                 "one, as several clients on one machine need (tests and local testnets do). "
+                 "Env: PSYCHE_BIND_P2P_PORT."),
+    click.option("--bind-p2p-host", default="0.0.0.0", envvar="PSYCHE_BIND_P2P_HOST",
+                 show_default=True,
+                 help="Address to bind for peer-to-peer traffic: 0.0.0.0 is every interface "
+                 "(IPv4 and IPv6); 127.0.0.1 keeps the client to this machine. With --p2p ws "
+                 "this is also the address peers dial, so it must be a reachable one. "
+                 "Env: PSYCHE_BIND_P2P_HOST."),
     click.option("--iroh-relay", default=None, metavar="URL",
                  help="The run's iroh relay (scripts/relay serves one), e.g. "
                  "http://relay.example:3340: peers reach this client through it when no "
                  "direct path works, and move to a direct one when hole punching succeeds. "
                  "Default: none (direct addresses only)."),
+    click.option("--stun", "stun", multiple=True, metavar="HOST:PORT",
+                 help="A STUN server (repeatable; a chain run's spec may name them) that tells "
+                 "this client its public address, so that peers behind other NATs can punch a "
+                 "hole to it. Default: none (peers behind NATs then meet through the relay)."),
+    click.option("--p2p-peer", "p2p_peers", multiple=True, metavar="ID@HOST:PORT",
+                 help="A peer this client reaches at a known address (repeatable): its p2p id "
+                 "(64 hex digits) and where it listens. For a client that cannot reach the "
+                 "relay: it gets every result through such peers (they forward them)."),
     click.option("--p2p", "p2p_kind", type=click.Choice(["iroh", "ws"]), default="iroh",
                  show_default=True, help="Result transport: iroh (QUIC, payloads as verified "
                  "blobs) or ws (a websocket mesh)."),
@@ -97,8 +118,8 @@ def client_options(fn):
 
 
 def run_client(run_id, identity, make_backend, where, bind_p2p_port, bind_p2p_host, iroh_relay,
-               p2p_kind, tui, dummy_training_delay_secs, micro_batch_size, device, torch_threads,
-               data_parallelism, checkpoint_dir, store_access_key, store_secret_key,
+               stun, p2p_peers, p2p_kind, tui, dummy_training_delay_secs, micro_batch_size, device,
+               torch_threads, data_parallelism, checkpoint_dir, store_access_key, store_secret_key,
                metrics_file, wandb_project, wandb_run, wandb_group, wandb_entity,
                contributor=None):
     """Starts the p2p transport, connects `make_backend(p2p_addr)` and serves the run until
@@ -107,6 +128,7 @@ def run_client(run_id, identity, make_backend, where, bind_p2p_port, bind_p2p_ho
     from ..backends.base import BackendError, FatalBackendError
     from ..client.daemon import ClientDaemon
     from ..client.leaving import RunIsFull, install_exit_signals
+    from ..p2p.errors import P2PError
     from ..p2p.transport import make_transport
 
     configure_logging(f"[{identity.public.hex()[:8]}] ")
@@ -119,6 +141,21 @@ def run_client(run_id, identity, make_backend, where, bind_p2p_port, bind_p2p_ho
         fail("--iroh-relay is the iroh transport's: leave it out with --p2p ws")
     if iroh_relay and not iroh_relay.startswith(("http://", "https://")):
         fail(f"--iroh-relay must be an http:// or https:// URL, not {iroh_relay!r}")
+    known = {}
+    for peer in p2p_peers:
+        pid, _, addr = peer.partition("@")
+        if (len(pid) != 64 or any(c not in "0123456789abcdefABCDEF" for c in pid)
+                or not addr.rpartition(":")[2].isdigit() or not addr.rpartition(":")[0]):
+            fail(f"--p2p-peer {peer!r}: expected ID@HOST:PORT, ID the peer's 64-hex-digit p2p id")
+        known.setdefault(pid.lower(), []).append(addr)
+    if (stun or known) and p2p_kind != "iroh":
+        fail("--stun and --p2p-peer are the iroh transport's: leave them out with --p2p ws")
+    bad = [s for s in stun if ":" not in s or not s.rpartition(":")[2].isdigit()]
+    if bad:
+        fail(f"--stun {bad[0]!r}: expected host:port")
+    if p2p_kind == "ws" and bind_p2p_host in ("0.0.0.0", "::"):
+        fail("--p2p ws tells peers its bind address: give --bind-p2p-host the address they "
+             "reach (127.0.0.1 on one machine)")
     wandb_args = dict(project=wandb_project, name=wandb_run, group=wandb_group,
                       entity=wandb_entity)
     make_trainer = trainer_factory(run_id, identity, dummy_training_delay_secs,
@@ -127,8 +164,12 @@ def run_client(run_id, identity, make_backend, where, bind_p2p_port, bind_p2p_ho
 
     async def go():
         transport = make_transport(p2p_kind, identity, None, bind_p2p_host, bind_p2p_port,
-                                   relay_url=iroh_relay)
-        addr = await transport.start()
+                                   relay_url=iroh_relay, stun=stun, known_addrs=known)
+        try:
+            addr = await transport.start()
+        except (P2PError, OSError) as e:
+            fail(f"{e}\nhint: another client on this machine? give each its own "
+                 "--bind-p2p-port (0 picks a free one)")
         backend = make_backend(addr)
         log.info("client %s joining run %r %s, p2p %s %s", identity.public.hex(), run_id, where,
                  p2p_kind, addr[:48])

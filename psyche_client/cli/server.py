@@ -39,7 +39,8 @@ def validate_config(state_path, data_config):
             load_data_file(data_config)
     except StateFileError as e:
         fail(str(e))
-    training = (f"{spec.model.num_layers}-layer Llama, data {spec.data.kind}" if spec
+    training = (f"{spec.model.num_layers}-layer Llama, data {spec.data.kind}, spec "
+                f"{spec.spec_hash().hex()[:16]} ({len(spec.canonical_bytes())} bytes)" if spec
                 else "simulated training")
     click.echo(f"ok: run {st.run_id!r}, {st.config.total_steps} steps, "
                f"{st.config.init_min_clients} clients to start, {training}")
@@ -121,9 +122,17 @@ def run(state_path, server_port, host, tui, data_config, save_state_dir, init_wa
             log.info("resuming run %r from %s: %s, epoch %d, step %d, %d clients, %d identities "
                      "in the points ledger", state.run_id, store.path, state.run_state.name,
                      state.epoch, state.step, len(state.clients), len(ledger))
+    spec_hash = spec.spec_hash() if spec else bytes(32)
+    if state is not None and state.spec_hash != spec_hash:
+        # this server hands its clients the file's spec; the state keeps the hash the run began
+        # with (only a halted run's can change). A new store endpoint is a reason to do this;
+        # another model is not: the clients' parameters would no longer match the run's
+        log.warning("%s declares spec %s, the run began with spec %s: clients get the file's",
+                    state_path, spec_hash.hex()[:16], state.spec_hash.hex()[:16])
     restored = state is not None
     if state is None:
-        state = apply(initial, int(time.time()), "resume")
+        now = int(time.time())
+        state = apply(apply(initial, now, "update", spec_hash=spec_hash), now, "resume")
     server = CoordinatorServer(state, store, withdraw_on_disconnect, tick_interval,
                                spec=spec.to_dict() if spec else None,
                                reconnect_grace=reconnect_grace if restored else None,

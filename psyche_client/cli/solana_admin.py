@@ -24,7 +24,7 @@ from psyche_coordinator_core import (
 from psyche_coordinator_core.ops_json import checkpoint_to_json
 
 from ..chain.keys import KeypairError, load_keypair, save_keypair
-from ..server.state_file import StateFileError, load_state_file
+from ..server.state_file import StateFileError, load_run_spec, load_state_file
 from .common import fail
 
 DEFAULT_RPC = "http://127.0.0.1:8899"
@@ -103,6 +103,37 @@ def state_file(path, run_id=None):
         fail(str(e))
     except CoordinatorError as e:
         fail(f"--run-id {run_id!r}: {e.detail}")
+
+
+def spec_file(path, st):
+    """The run spec of a state.toml for a run on chain (None: it declares no model, clients
+    simulate training); exits 2 when it cannot be one."""
+    from ..chain.program import RUN_SPEC_MAX_LEN
+
+    try:
+        spec = load_run_spec(path, st)
+    except StateFileError as e:
+        fail(str(e))
+    if spec is not None and spec.data.kind == "server":
+        fail(f"{path}: [data] kind = \"server\" needs the centralized server; on a chain use "
+             "\"local\" or \"http\"")
+    if spec is not None and len(spec.canonical_bytes()) > RUN_SPEC_MAX_LEN:
+        fail(f"{path}: the run spec is {len(spec.canonical_bytes())} bytes as JSON, at most "
+             f"{RUN_SPEC_MAX_LEN} fit in its account (fewer data URLs?)")
+    return spec
+
+
+async def publish_spec(s, spec) -> list:
+    """Writes the spec's bytes to the run's spec account (one transaction per chunk, with
+    progress) and returns the `update` instruction that names their hash (zero: no spec)."""
+    if spec is None:
+        return [s.c.ix_update(*s.owner(), spec_hash=bytes(32))]
+    raw = spec.canonical_bytes()
+    chunks = s.c.ix_set_run_spec(s.me.pubkey(), s.key, raw)
+    for i, ix in enumerate(chunks, 1):
+        await s.send(ix)
+        click.echo(f"run spec: wrote chunk {i}/{len(chunks)} ({len(raw)} bytes)", err=True)
+    return [s.c.ix_update(*s.owner(), spec_hash=spec.spec_hash())]
 
 
 def rpc_url(ctx, param, url):
@@ -230,6 +261,7 @@ def to_json(s: Session, st) -> dict:
             "run_state": st.run_state.name, "run_state_start": st.run_state_start,
             "epoch": st.epoch, "step": st.step, "pending_pause": st.pending_pause,
             "checkpoint": checkpoint_to_json(st.checkpoint),
+            "spec_hash": st.spec_hash.hex(),
             "clients": [client(c) for c in st.clients],
             "pending": [client(c) for c in st.pending],
             "current_round": {"height": rnd.height, "data_index": rnd.data_index,
@@ -251,6 +283,8 @@ def render(d: dict) -> str:
             ("epoch, step", f"{st['epoch']}, {st['step']} (of {st['config']['total_steps']})"),
             ("checkpoint", " ".join([ck["kind"], ck["repo"]] + [ck["revision"]] * bool(
                 ck["revision"]))),
+            ("spec", "none (simulated training)" if not int(st["spec_hash"], 16)
+             else st["spec_hash"]),
             ("clients", f"{len(st['clients'])} this epoch, {len(st['pending'])} for the next")]
     rows += [("", f"{c['pubkey']} {c['state']}") for c in st["clients"]]
     rows += [("", f"{c['pubkey']} pending") for c in st["pending"]]
@@ -312,11 +346,14 @@ def airdrop(rpc, keypair_path, to, sol):
 @click.option("--start/--no-start", default=True, show_default=True,
               help="Resume the run at once (WaitingForMembers); else it stays Uninitialized.")
 def create_run(rpc, keypair_path, run_id, state_path, join_authority, permissioned, start):
-    """Create a run from a state.toml in one transaction: allocate the coordinator account
-    (rent-exempt, ~1 SOL), init_coordinator with the file's config and run_seed, set its
-    [checkpoint] unless Dummy, and start it. The signer becomes the main authority. --run-id
-    overrides the file's run_id."""
+    """Create a run from a state.toml: allocate the coordinator account (rent-exempt, ~1 SOL)
+    and init_coordinator with the file's config and run_seed, set its [checkpoint] unless
+    Dummy, write its run spec ([model], [optimizer], [data], [p2p], the [checkpoint] store) to
+    the run's spec account with its hash, and start it. Clients need nothing but the RPC URL
+    and the run id: they read the spec from the chain. The signer becomes the main authority.
+    --run-id overrides the file's run_id."""
     st, me, account = state_file(state_path, run_id), signer(keypair_path), Keypair()
+    spec = spec_file(state_path, st)
 
     async def body(s):
         from ..chain.program import ACCOUNT_SPACE
@@ -332,11 +369,15 @@ def create_run(rpc, keypair_path, run_id, state_path, join_authority, permission
                                      st.run_seed)]
         if st.checkpoint.kind != CheckpointKind.Dummy:
             ixs.append(c.ix_update(*owner, checkpoint=st.checkpoint))
-        if start:
-            ixs.append(c.ix_set_paused(*owner, False))
-        sig = await s.send(*ixs, signers=[account])
-        await s.load()
+        start_ixs = [c.ix_set_paused(*owner, False)] if start else []
+        sig = await s.send(*ixs, *([] if spec else start_ixs), signers=[account])
         click.echo(f"created run {st.run_id!r} (transaction {sig})")
+        if spec is not None:  # the spec, then its hash and the start in one transaction
+            s.account = account.pubkey()
+            await s.send(*await publish_spec(s, spec), *start_ixs)
+            click.echo(f"run spec {spec.spec_hash().hex()} ({len(spec.canonical_bytes())} "
+                       "bytes)")
+        await s.load()
         await emit(s)
     execute(rpc, me, body, st.run_id, load=False)
 
@@ -350,6 +391,25 @@ async def update_config(s, state_path):
     `pause` it first."""
     await s.send(s.c.ix_update(*s.owner(), config=state_file(state_path).config))
     click.echo(f"updated the config of run {s.run_id!r}")
+    await emit(s)
+
+
+@run_command("set-spec")
+@click.option("--state", "state_path", required=True, type=click.Path(dir_okay=False),
+              help="state.toml whose [model], [optimizer], [data], [p2p] and [checkpoint] store "
+                   "become the run's spec (its run_id is the default --run-id); without "
+                   "[model] the run declares none and its clients simulate training.")
+async def set_spec(s, state_path):
+    """Replace the run's spec: write it to the run's spec account and its hash to the state.
+    The run must be halted (`pause` it first); clients that join later train the new spec,
+    those already running stop."""
+    if not (await s.state()).run_state.halted:
+        raise Refused(f"the run is running: refused (UpdateNotHalted)\nhint: "
+                      f"{s.hint('UpdateNotHalted')}")
+    spec = spec_file(state_path, state_file(state_path))
+    await s.send(*await publish_spec(s, spec))
+    click.echo(f"run {s.run_id!r} now trains spec "
+               + (f"{spec.spec_hash().hex()}" if spec else "none (simulated training)"))
     await emit(s)
 
 
@@ -583,8 +643,8 @@ async def leaderboard(s, as_json):
     click.echo(render_json(ledger, st.config) if as_json else render_table(ledger, st.config))
 
 
-COMMANDS = [new_keypair, airdrop, create_run, update_config, set_checkpoint, pause, resume, show,
-            tick, authorize, revoke, close_run, set_delegates, settle, leaderboard]
+COMMANDS = [new_keypair, airdrop, create_run, update_config, set_spec, set_checkpoint, pause,
+            resume, show, tick, authorize, revoke, close_run, set_delegates, settle, leaderboard]
 
 
 def admin_commands(group):

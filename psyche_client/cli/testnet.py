@@ -18,6 +18,9 @@ from ..identity import Identity
 log = logging.getLogger(__name__)
 
 LISTEN = re.compile(r"listening on ws://[^:]+:(\d+)")
+# every client of a local testnet on this machine: loopback, a free port each (a contributor's
+# default is every interface on one fixed port)
+LOOPBACK_P2P = ("--bind-p2p-host", "127.0.0.1", "--bind-p2p-port", "0")
 FINISHED = re.compile(r"-> Finished")
 
 
@@ -67,7 +70,7 @@ class Testnet:
             Identity.generate().save(key)
         return [sys.executable, "-u", "-m", "psyche_client.cli.client", "train", "--run-id",
                 self.run_id, "--server-addr", f"127.0.0.1:{self.bound_port}",
-                "--identity-secret-key-path", str(key),
+                "--identity-secret-key-path", str(key), *LOOPBACK_P2P,
                 "--dummy-training-delay-secs", str(self.opts.dummy_training_delay_secs),
                 # one CPU thread each: N clients share this machine
                 "--torch-threads", "1", "--metrics-file", str(self.workdir / f"client-{n}.jsonl")]

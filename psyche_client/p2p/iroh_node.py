@@ -10,6 +10,7 @@ import inspect
 import ipaddress
 import json
 import logging
+import socket
 
 from psyche_coordinator_core.ops_json import loads as read_json
 
@@ -82,11 +83,18 @@ class IrohNode:
 
     def __init__(self, own_id_hex=None, on_announcement=None, host="127.0.0.1", port=0,
                  secret_key: bytes = None, relay_url: str = None, max_blob_size=DEFAULT_MAX_BLOB,
-                 timeout=10.0, store: BlobStore = None, close_timeout=1.0):
+                 timeout=10.0, store: BlobStore = None, close_timeout=1.0, stun=(),
+                 known_addrs=None):
         self.own = own_id_hex
         self.on_announcement = on_announcement  # called with each announcement dict
         self.host, self.port = host, port
         self.secret_key, self.relay_url = secret_key, relay_url
+        # STUN servers ("host:port") to learn this node's public address from (p2p/stun.py)
+        self.stun = tuple(stun)
+        self.public_addr = None  # "ip:port" as the STUN server saw it, when one answered
+        # p2p id hex -> ["ip:port", ...]: peers this node can reach at an address it was given
+        # (a bootstrap peer), with or without a relay
+        self.known_addrs = {k.lower(): list(v) for k, v in (known_addrs or {}).items()}
         self.max_blob_size, self.timeout, self.close_timeout = max_blob_size, timeout, close_timeout
         self.store = store if store is not None else BlobStore()
         self.peers = {}  # p2p id hex -> ticket string
@@ -129,6 +137,8 @@ class IrohNode:
             ip = ipaddress.ip_address(self.host)
         except ValueError:
             raise P2PError(f"bind host must be an IP address, not {self.host!r}") from None
+        if self.stun and ip.is_unspecified:
+            await self._ask_stun()  # before the endpoint takes the port
         if ip.version == 4 and ip.is_loopback:
             preset = _V6Preset("[::1]:0")
         elif ip.version == 4 and ip.is_unspecified:
@@ -141,8 +151,15 @@ class IrohNode:
             secret_key=self.secret_key,
             alpns=[BLOB_ALPN, ANNOUNCE_ALPN, *self._protocols],
             relay_mode=relay_mode(self.relay_url))
-        self.endpoint = await iroh.Endpoint.bind(opts)
+        try:
+            self.endpoint = await iroh.Endpoint.bind(opts)
+        except iroh.IrohError as e:  # the cause ("Address already in use") is its last line
+            lines = str(e).split("Caused by:")[-1].strip().splitlines() or [str(e)]
+            cause = lines[0].strip(' ",')
+            raise P2PError(f"cannot bind p2p port {self.port} on {self.host}: {cause}") from None
         self.endpoint_id = str(self.endpoint.id())
+        if self.public_addr:
+            await self.endpoint.add_external_addr(self.public_addr)
         if self.relay_url:  # let the ticket carry the home relay when it is reachable
             try:
                 await asyncio.wait_for(self.endpoint.online(), self.timeout)
@@ -151,6 +168,21 @@ class IrohNode:
                                self.relay_url, self.timeout)
         self._spawn(self._accept_loop())
         return self.addr()
+
+    async def _ask_stun(self) -> None:
+        """Fix the port (a free one when 0) and learn its public address from a STUN server."""
+        from .stun import public_address
+
+        if not self.port:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                s.bind(("0.0.0.0", 0))
+                self.port = s.getsockname()[1]
+        self.public_addr = await public_address(self.stun, self.port)
+        if self.public_addr:
+            logger.info("public address %s (STUN), port %d here", self.public_addr, self.port)
+        else:
+            logger.warning("no STUN server answered (%s): peers behind other NATs reach this "
+                           "client through the relay only", ", ".join(self.stun))
 
     def addr(self) -> str:
         return str(iroh.EndpointTicket.from_addr(self.endpoint.addr()))
@@ -177,24 +209,26 @@ class IrohNode:
         return t
 
     def _by_key(self, p2p_id: str):
-        """A peer known only by its key (its p2p id is its endpoint id) reached through the
-        run's relay: iroh dials it there and moves to a direct path when one works."""
+        """A peer known by its key (its p2p id is its endpoint id) reached through the run's
+        relay and at the addresses it was given (`known_addrs`): iroh dials it there and moves to
+        a direct path when one works."""
         try:
             key = iroh.EndpointId.from_bytes(bytes.fromhex(p2p_id))
         except (ValueError, TypeError, iroh.IrohError) as e:
             raise P2PError(f"not a p2p id (64 hex digits): {p2p_id!r}: {e}") from None
-        return iroh.EndpointAddr(key, self.relay_url, [])
+        return iroh.EndpointAddr(key, self.relay_url, self.known_addrs.get(p2p_id, []))
 
     def set_peers(self, peers: dict) -> None:
         """{p2p id hex: ticket, or None when only its key is known (then reached through the
-        relay; left out without one)}; ourselves and unparsable tickets are left out. A peer
-        whose ticket changed has restarted (same key, new sockets), and one that left may come back
-        so: connections with its old process, ours and the ones it opened, would only end at
-        QUIC's idle timeout, and while one is open iroh cannot dial the new process (measured:
-        every dial times out), so they are closed."""
+        relay and its `known_addrs`; left out without either)}; ourselves and unparsable
+        tickets are left out. A peer whose ticket changed has restarted (same key, new
+        sockets), and one that left may come back so: connections with its old process, ours
+        and the ones it opened, would only end at QUIC's idle timeout, and while one is open
+        iroh cannot dial the new process (measured: every dial times out), so they are
+        closed."""
         new, addrs, by_ep, moved = {}, {}, {}, set()
         for k, v in peers.items():
-            if k == self.own or not (v or self.relay_url):
+            if k == self.own or not (v or self.relay_url or k in self.known_addrs):
                 continue
             if k in self.peers and v == self.peers[k]:
                 a = self._addrs[k]
@@ -292,13 +326,13 @@ class IrohNode:
                     raise
 
     # announcements
-    async def announce(self, msg: dict) -> int:
-        """Push a JSON-able dict to every known peer; returns how many acknowledged it
-        (within the node's timeout, which bounds the call)."""
+    async def announce(self, msg: dict, exclude=()) -> int:
+        """Push a JSON-able dict to every known peer but those in `exclude` (p2p ids hex);
+        returns how many acknowledged it (within the node's timeout, which bounds the call)."""
         data = json.dumps(msg, separators=(",", ":")).encode()
         if len(data) > MAX_ANNOUNCEMENT:
             raise P2PError(f"announcement of {len(data)} bytes exceeds {MAX_ANNOUNCEMENT}")
-        addrs = list(self._addrs.values())
+        addrs = [a for p, a in self._addrs.items() if p not in exclude]
         sent = await asyncio.gather(*(self._announce_to(a, data) for a in addrs))
         return sum(sent)
 

@@ -5,6 +5,7 @@ it only starts and stops the server process."""
 import contextlib
 import socket
 import subprocess
+import sys
 import tempfile
 import urllib.request
 from pathlib import Path
@@ -29,7 +30,12 @@ def _free_port(host: str) -> int:
         return s.getsockname()[1]
 
 
-def _healthy(url: str) -> bool:
+def _healthy(url: str, netns=None) -> bool:
+    if netns is not None:  # asked from inside the namespace that serves it
+        probe = ("import sys, urllib.request\ntry:\n    urllib.request.urlopen(sys.argv[1], "
+                 "timeout=1.0)\nexcept OSError:\n    sys.exit(1)")
+        return subprocess.run(["ip", "netns", "exec", netns, sys.executable, "-c", probe,
+                               f"{url}/healthz"], capture_output=True).returncode == 0
     try:
         with urllib.request.urlopen(f"{url}/healthz", timeout=1.0) as r:
             return r.status == 200
@@ -38,10 +44,12 @@ def _healthy(url: str) -> bool:
 
 
 @contextlib.contextmanager
-def start_relay(host: str = "127.0.0.1", port: int = 0, timeout: float = 30.0):
+def start_relay(host: str = "127.0.0.1", port: int = 0, timeout: float = 30.0, netns=None):
     """Yields the URL of a relay serving plain HTTP on host:port (port 0: a free one); stops it
-    at exit. The same settings as scripts/relay: no QUIC address discovery, no metrics port."""
+    at exit. The same settings as scripts/relay: no QUIC address discovery, no metrics port.
+    `netns`: the network namespace to run it in (then give `port`)."""
     binary = find_binary()
+    prefix = ["ip", "netns", "exec", netns] if netns else []
     with tempfile.TemporaryDirectory(prefix="psyche-relay-") as tmp:
         output = ""
         for _ in range(3):  # another process can take the free port before the relay binds it
@@ -52,9 +60,10 @@ def start_relay(host: str = "127.0.0.1", port: int = 0, timeout: float = 30.0):
                               "enable_quic_addr_discovery = false\nenable_metrics = false\n")
             log = Path(tmp) / f"relay-{bound}.log"
             with open(log, "wb") as sink:
-                proc = subprocess.Popen([str(binary), "--dev", "-c", str(config)], stdout=sink,
-                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-            if started(proc, lambda: _healthy(url), timeout):
+                proc = subprocess.Popen([*prefix, str(binary), "--dev", "-c", str(config)],
+                                        stdout=sink, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL)
+            if started(proc, lambda: _healthy(url, netns), timeout):
                 try:
                     yield url
                 finally:

@@ -9,14 +9,15 @@ with clients that join a run in progress, else None; `applied_sharing`: an Appli
 (p2p/applied_sharing.py) serving the applied result sets syncing peers replay, else None.
 
 - IrohTransport (default): QUIC via iroh; a result is announced (its signed header) and its
-  payload moves as a content-addressed blob fetched from the announcer; shares the model.
+  payload moves as a content-addressed blob fetched from an announcer; every node forwards the
+  results it checked (p2p/forwarding.py), so a result reaches peers its trainer cannot reach;
+  shares the model.
 - WebSocketTransport: the whole result pushed over a websocket mesh (no native dependency); no
   model sharing.
 
 A transport's problems (a dropped message, a result that could not be fetched) go to this
 module's logger as warnings."""
 
-import asyncio
 import logging
 
 from ..client.results import TrainingResult
@@ -58,19 +59,23 @@ class WebSocketTransport:
 class IrohTransport:
     max_result_bytes = None
 
-    def __init__(self, identity, on_result, host="127.0.0.1", port=0, relay_url=None):
+    def __init__(self, identity, on_result, host="127.0.0.1", port=0, relay_url=None,
+                 stun=(), known_addrs=None):
         from .applied_sharing import AppliedSharing
+        from .forwarding import ResultForwarding
         from .iroh_node import IrohNode  # native dependency: only when this transport is used
-        from .iroh_results import RESULT_AVAILABLE, fetch_result, publish_result
+        from .iroh_results import RESULT_AVAILABLE, fetch_result, result_announcement
         from .model_sharing import ModelSharing
-        self._fetch, self._publish, self._kind = fetch_result, publish_result, RESULT_AVAILABLE
+        self._fetch, self._kind = fetch_result, RESULT_AVAILABLE
         self.on_result = on_result
         # the endpoint's id is the client's p2p identity: same ed25519 seed
         self.node = IrohNode(identity.public.hex(), self._on_announcement, host, port,
-                             secret_key=identity.seed, relay_url=relay_url)
+                             secret_key=identity.seed, relay_url=relay_url, stun=stun,
+                             known_addrs=known_addrs)
+        self.forwarding = ResultForwarding(self.node, self._fetch_announced, self._deliver,
+                                           result_announcement)
         self.model_sharing = ModelSharing(self.node)
         self.applied_sharing = AppliedSharing(self.node)
-        self._tasks = set()
 
     async def start(self) -> str:
         return await self.node.start()
@@ -79,33 +84,28 @@ class IrohTransport:
         self.node.set_peers(peers)
 
     async def publish(self, result: TrainingResult) -> None:
-        await self._publish(self.node, result)
+        await self.forwarding.publish(result)
 
     def _on_announcement(self, msg: dict) -> None:
-        if msg.get("type") != self._kind:
-            return
-        task = asyncio.ensure_future(self._fetch_and_deliver(msg))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        if msg.get("type") == self._kind:
+            self.forwarding.on_announcement(msg)
 
-    async def _fetch_and_deliver(self, msg: dict) -> None:
-        try:
-            result = await self._fetch(self.node, msg, max_size=self.max_result_bytes)
-        except Exception as e:  # unreachable peer, bad blob, forged header: drop, keep going
-            logger.warning(f"could not fetch result for step {msg.get('step')}: "
-                           f"{type(e).__name__}: {e}")
-            return
+    async def _fetch_announced(self, msg: dict) -> TrainingResult:
+        return await self._fetch(self.node, msg, max_size=self.max_result_bytes)
+
+    def _deliver(self, result: TrainingResult) -> None:
         self.on_result(result)
 
     async def close(self) -> None:
-        for t in list(self._tasks):
-            t.cancel()
+        await self.forwarding.close()
         await self.node.close()
 
 
-def make_transport(kind: str, identity, on_result, host="127.0.0.1", port=0, relay_url=None):
+def make_transport(kind: str, identity, on_result, host="127.0.0.1", port=0, relay_url=None,
+                   stun=(), known_addrs=None):
     if kind == "iroh":
-        return IrohTransport(identity, on_result, host, port, relay_url=relay_url)
+        return IrohTransport(identity, on_result, host, port, relay_url=relay_url, stun=stun,
+                             known_addrs=known_addrs)
     if kind == "ws":
         return WebSocketTransport(identity, on_result, host, port)
     raise ValueError(f"unknown p2p transport {kind!r}: use iroh or ws")

@@ -52,7 +52,7 @@ def load_state_file(path, init_min_clients=None, init_warmup_time=None):
     """The initial coordinator state described by a state.toml, resumed (WaitingForMembers)."""
     data = _read_toml(path)
     unknown = sorted(set(data) - {"run_id", "run_seed", "config", "checkpoint", "model",
-                                  "optimizer", "data"})
+                                  "optimizer", "data", "p2p"})
     if unknown:
         raise StateFileError(f"{path}: unknown key {unknown[0]!r}")
     run_id = data.get("run_id")
@@ -102,14 +102,14 @@ def _initial_checkpoint(table) -> Checkpoint:
 
 
 def load_run_spec(path, state):
-    """The training spec of state.toml ([model], [optimizer], [data], the store keys of
+    """The training spec of state.toml ([model], [optimizer], [data], [p2p], the store keys of
     [checkpoint]), or None when it has no [model] table (clients then simulate training).
     Relative data and store paths are resolved against the state file's directory, so every
     client on this machine finds them."""
     data = _read_toml(path)
     if "model" not in data:
         return None
-    tables = {k: data.get(k, {}) for k in ("model", "optimizer", "data")}
+    tables = {k: data.get(k, {}) for k in ("model", "optimizer", "data", "p2p")}
     base = Path(path).resolve().parent
     ck = data.get("checkpoint", {})
     if isinstance(ck, dict):

@@ -1,10 +1,14 @@
 """What clients need to train a run, beyond the coordinator state: the model, the optimizer,
-where the data lives and where snapshots are stored. It comes from state.toml's [model],
-[optimizer], [data] and [checkpoint] tables (the store keys of the latter: the coordinator's
-own keys stay with the coordinator); the server hands it to every client after the hello, a
-chain client reads it with --run-spec. Without a [model] table clients simulate training (the
-coordinator loop alone)."""
+where the data lives, where snapshots are stored and the run's relays. It comes from
+state.toml's [model], [optimizer], [data], [checkpoint] and [p2p] tables (the store keys of
+[checkpoint]: the coordinator's own keys stay with the coordinator); the server hands it to
+every client after the hello; on a chain the run creator writes its canonical bytes to the
+run's spec account and their SHA-256 to the coordinator state (`spec_hash`), and every client
+reads and checks them there. Without a [model] table clients simulate training (the coordinator
+loop alone)."""
 
+import hashlib
+import json
 import math
 from dataclasses import asdict, dataclass, field, fields
 
@@ -188,20 +192,73 @@ class CheckpointSpec:
 
 
 @dataclass(frozen=True)
+class P2PSpec:
+    """How the run's clients reach each other: the iroh relays they all use (a client's own
+    --iroh-relay overrides them) and the STUN servers that tell a client behind a NAT its
+    public address (its own --stun overrides them)."""
+    relays: tuple = ()  # http:// or https:// URLs
+    stun: tuple = ()  # "host:port" of STUN servers (RFC 5389)
+
+    def validate(self):
+        if not all(isinstance(r, str) and r.split("://")[0] in ("http", "https")
+                   and len(r.split("://", 1)) == 2 and r.split("://", 1)[1] for r in self.relays):
+            raise SpecError("p2p.relays must be a list of http:// or https:// relay URLs")
+        if not isinstance(self.stun, tuple) or not all(
+                isinstance(s, str) and _host_port(s) for s in self.stun):
+            raise SpecError('p2p.stun must be a list of "host:port" STUN servers')
+        return self
+
+
+def _host_port(text: str) -> bool:
+    host, sep, port = text.rpartition(":")
+    return bool(sep and host and port.isdigit() and 0 < int(port) < 65536)
+
+
+@dataclass(frozen=True)
 class RunSpec:
     model: ModelSpec = field(default_factory=ModelSpec)
     optimizer: OptimizerSpec = field(default_factory=OptimizerSpec)
     data: DataSpec = field(default_factory=DataSpec)
     checkpoint: CheckpointSpec = field(default_factory=CheckpointSpec)
+    p2p: P2PSpec = field(default_factory=P2PSpec)
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["data"]["urls"] = list(self.data.urls)
         d["data"]["heldout_urls"] = list(self.data.heldout_urls)
+        d["p2p"]["relays"] = list(self.p2p.relays)
+        d["p2p"]["stun"] = list(self.p2p.stun)
         return d
+
+    def canonical_bytes(self) -> bytes:
+        """The bytes stored on chain and hashed: compact JSON with sorted keys (Python's
+        shortest float repr), so equal specs give equal bytes wherever they are written."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"),
+                          ensure_ascii=False, allow_nan=False).encode()
+
+    def spec_hash(self) -> bytes:
+        return hashlib.sha256(self.canonical_bytes()).digest()
+
+    @classmethod
+    def from_canonical_bytes(cls, raw: bytes) -> "RunSpec":
+        """A spec from its canonical bytes: SpecError for anything else (so bytes that parse
+        but are not canonical cannot pass for a spec that hashes differently)."""
+        try:
+            spec = cls.from_dict(json.loads(raw.decode()))
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+            raise SpecError(f"the run spec is not JSON: {e}") from None
+        if not isinstance(spec, cls) or spec.canonical_bytes() != raw:
+            raise SpecError("the run spec's bytes are not canonical")
+        return spec
 
     @classmethod
     def from_dict(cls, d: dict, max_seq_len: int = None) -> "RunSpec":
+        if not isinstance(d, dict):
+            raise SpecError("a run spec must be a table")
+        unknown = sorted(set(d) - {f.name for f in fields(cls)})
+        if unknown:
+            raise SpecError(f"the run spec has unknown table {unknown[0]!r}")
+
         def build(kind, table, name):
             if not isinstance(table, dict):
                 raise SpecError(f"[{name}] must be a table")
@@ -219,7 +276,8 @@ class RunSpec:
             spec = cls(build(ModelSpec, d.get("model", {}), "model").validate(),
                        build(OptimizerSpec, d.get("optimizer", {}), "optimizer").validate(),
                        build(DataSpec, d.get("data", {}), "data").validate(),
-                       build(CheckpointSpec, d.get("checkpoint", {}), "checkpoint").validate())
+                       build(CheckpointSpec, d.get("checkpoint", {}), "checkpoint").validate(),
+                       build(P2PSpec, d.get("p2p", {}), "p2p").validate())
         except ValueError as e:
             raise SpecError(str(e)) from None
         if max_seq_len is not None and spec.model.max_seq_len != max_seq_len:

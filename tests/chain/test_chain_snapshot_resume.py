@@ -98,7 +98,7 @@ def start_chain_client(localnet, tmp_path, run_id, state, metrics_file, n, held=
     start = [sys.executable, "-u", "-c", HELD_CHAIN_CLIENT] if held else CLI
     return key, Proc(f"client-{n}", [
         *start, "train", "--rpc", localnet.rpc_url, "--ws", localnet.ws_url,
-        "--keypair", str(key), "--run-id", run_id, "--run-spec", str(state),
+        "--keypair", str(key), "--run-id", run_id,
         "--iroh-relay", relay, "--torch-threads", "1",
         "--micro-batch-size", "4", "--metrics-file", str(metrics_file)],
         subprocess.PIPE if held else None)

@@ -22,6 +22,7 @@ def test_three_clients_train_a_llama_on_chain(localnet, tmp_path, data_dir, iroh
     tables["data"] = {"kind": "local", "dir": str(data_dir / "train"), "token_size": 2,
                       "shuffle_seed": "5e" * 32, "heldout_dir": str(data_dir / "heldout"),
                       "heldout_sequences": 32}
+    tables["p2p"] = {"relays": [iroh_relay]}  # clients read it from the spec on chain
     state = tmp_path / "state.toml"
     state.write_text(tomli_w.dumps(tables))
     owner = keypair(tmp_path, "owner", localnet, sol=100)
@@ -34,8 +35,7 @@ def test_three_clients_train_a_llama_on_chain(localnet, tmp_path, data_dir, iroh
             key = keypair(tmp_path, f"client-{n}", localnet, sol=10)
             procs[n] = Proc(f"client-{n}", [
                 *CLI, "train", "--rpc", localnet.rpc_url, "--ws", localnet.ws_url,
-                "--keypair", str(key), "--run-id", "train-chain", "--run-spec", str(state),
-                "--iroh-relay", iroh_relay, "--torch-threads", "1",
+                "--keypair", str(key), "--run-id", "train-chain", "--torch-threads", "1",
                 "--micro-batch-size", "8", "--metrics-file", str(metrics[n])])
         for n, p in procs.items():
             p.wait_line(r"run finished", timeout=1500)

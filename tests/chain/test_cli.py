@@ -22,6 +22,10 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def env(localnet, tmp_path_factory):
+    return make_env(localnet, tmp_path_factory)
+
+
+def make_env(localnet, tmp_path_factory):
     """A workdir with an owner keypair funded through the CLI and a funded stranger."""
     d = tmp_path_factory.mktemp("solana-cli")
     base = {k: v for k, v in os.environ.items() if not k.startswith("PSYCHE_")}

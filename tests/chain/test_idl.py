@@ -168,18 +168,26 @@ def test_encode_init_coordinator(idl, coder):
 
 def test_encode_update_options(idl, coder):
     disc = bytes(NEW_IX["update"]["discriminator"])
-    assert coder.encode("update", {"config": None, "checkpoint": None}) == disc + b"\x00\x00"
+    assert coder.encode("update", {"config": None, "checkpoint": None,
+                                   "spec_hash": None}) == disc + b"\x00\x00\x00"
     types = _build_types(idl)
     # Enum values must be anchorpy's variant objects (not dicts or strings).
     kind = types["CheckpointKindParam"]
     checkpoint = {"kind": kind.Stored(), "repo": "org/model", "revision": "main",
                   "hash": list(range(32)), "step": 9}
-    data = coder.encode("update", {"config": RUN_CONFIG, "checkpoint": checkpoint})
+    data = coder.encode("update", {"config": RUN_CONFIG, "checkpoint": checkpoint,
+                                   "spec_hash": [7] * 32})
     assert data == (disc + b"\x01" + struct.pack(CONFIG_FORMAT, *RUN_CONFIG.values())
                     + b"\x01" + b"\x03" + borsh_str("org/model") + borsh_str("main")
-                    + bytes(range(32)) + u32(9))
+                    + bytes(range(32)) + u32(9) + b"\x01" + bytes([7] * 32))
     kind_def = next(t for t in NEW["types"] if t["name"] == "CheckpointKindParam")
     assert [v["name"] for v in kind_def["type"]["variants"]] == ["Dummy", "Hub", "P2P", "Stored"]
+
+
+def test_encode_set_run_spec(coder):
+    disc = bytes(NEW_IX["set_run_spec"]["discriminator"])
+    data = coder.encode("set_run_spec", {"total_len": 1500, "offset": 800, "chunk": b"abc"})
+    assert data == disc + u32(1500) + u32(800) + u32(3) + b"abc"
 
 
 def test_decode_coordinator_instance(idl):

@@ -74,7 +74,7 @@ def test_localnet_killed_with_its_clients_resumes_from_the_snapshot(tmp_path, da
         signers[n] = bytes(load_keypair(key).pubkey())
         procs[n] = Proc(f"client-{n}", [
             *CLI, "train", "--rpc", net.rpc_url, "--ws", net.ws_url,
-            "--keypair", str(key), "--run-id", RUN_ID, "--run-spec", str(state),
+            "--keypair", str(key), "--run-id", RUN_ID,
             "--iroh-relay", iroh_relay, "--torch-threads", "1",
             "--micro-batch-size", "4", "--metrics-file", str(metrics[n])])
 

@@ -75,6 +75,9 @@ STRUCTURE = [  # (op, args text): whole documents
     ("update", '{"config": {"points_cap": -0}}'), ("update", '{"config": {"points_cap": 0}}'),
     ("update", '{"config": []}'), ("update", '{"config": null}'), ("update", "{}"),
     ("update", '{"config": {"epoch_time": 100}, "config": 5}'),
+    ("update", '{"spec_hash": 5, "config": {"nope": 1}}'),
+    ("update", '{"spec_hash": "' + H + '", "checkpoint": {"kind": "Gcs"}}'),
+    ("update", '{"spec_hash": null}'), ("update", '{"spec_hash": "' + H + H + '"}'),
 ]
 
 
@@ -109,6 +112,7 @@ def substituted():
     for v in HEXES:
         yield "withdraw", f'{{"signer": {v}}}'
         yield "update", f'{{"checkpoint": {{"kind": "Stored", "repo": "a", "hash": {v}}}}}'
+        yield "update", f'{{"spec_hash": {v}}}'
     for depth in (2, 126, 127, 128, 129, 1000):
         yield "update", nested(depth)
 

@@ -267,7 +267,7 @@ def test_transport_never_downloads_a_result_over_its_limit():
             at = TrainingResult.create(ids[0], 4, BatchId(20, 29), os.urandom(10_000))
             await a.publish(over)
             await a.publish(at)
-            await until(lambda: got and not b._tasks)
+            await until(lambda: got and not b.forwarding._tasks)
             assert got == [at] and asked == [blob_hash(at.payload)]
             # an announcement that lies about the size: refused as soon as the peer says it
             lie = {"type": "result_available", "step": 3, "batch": [10, 19],

@@ -1121,6 +1121,39 @@ def uninitialized_run():
     return sc
 
 
+@scenario
+def update_spec_hash():
+    sc = Scenario("update_spec_hash",
+                  "The authority sets the run spec's hash while the run is Uninitialized and "
+                  "again while Paused; a running run refuses it (UpdateNotHalted), a hash that "
+                  "is not 32 bytes is InvalidOperation, and an update whose config is refused "
+                  "leaves the hash unchanged too.")
+    first, second = sha256(b"spec-1"), sha256(b"spec-2")
+    sc.do("update", dt=1, spec_hash=first)
+    sc.check(sc.state.spec_hash == first)
+    sc.do("update", raw_args={"spec_hash": first.hex()[:62]}, error="InvalidOperation")
+    sc.do("update", raw_args={"spec_hash": first.hex() + "00"}, error="InvalidOperation")
+    sc.join(0, 1, 2, dt=1)
+    sc.resume(dt=1)
+    sc.do("update", spec_hash=second, error="UpdateNotHalted")
+    sc.tick(dt=3, state=RunState.Warmup)
+    sc.warmup_all(dt=1, state=RunState.RoundTrain)
+    sc.round(state=RunState.RoundTrain)
+    sc.do("update", spec_hash=second, error="UpdateNotHalted")
+    sc.pause(dt=1)
+    sc.round(state=RunState.Cooldown)
+    sc.end_cooldown(state=RunState.Paused)
+    sc.do("update", dt=1, spec_hash=second,
+          config=RunConfig(**{**BASE_CONFIG, "witness_nodes": 1}), error="PointsUnsettled")
+    sc.check(sc.state.spec_hash == first)
+    sc.settle_all(dt=1)
+    sc.do("update", dt=1, spec_hash=second)
+    sc.check(sc.state.spec_hash == second)
+    sc.do("update", dt=1, spec_hash=bytes(32))  # back to no spec: clients simulate
+    sc.check(sc.state.spec_hash == bytes(32))
+    return sc
+
+
 # ---------------------------------------------------------------- health checks
 
 @scenario

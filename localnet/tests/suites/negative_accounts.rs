@@ -189,7 +189,8 @@ fn an_account_of_another_layout_version_is_refused_by_name() {
     // version 1 (zero padding there) at this size and at its own (45,464 bytes shorter),
     // version 2 (no client phases, 41,248 bytes shorter), version 3 (no points, 41,120 bytes
     // shorter), version 4 (no accusers, 16,512 bytes shorter), version 5 (no accused masks,
-    // 128 bytes shorter) and a version from the future
+    // 160 bytes shorter), version 6 (no spec hash, 32 bytes shorter) and a version from the
+    // future
     let mut versions = Vec::new();
     for (version, len) in [
         (0u32, current.data.len()),
@@ -198,7 +199,8 @@ fn an_account_of_another_layout_version_is_refused_by_name() {
         (3, 8 + 137_984),
         (4, 8 + 162_592),
         (5, 8 + 178_976),
-        (7, current.data.len()),
+        (6, 8 + 179_104),
+        (8, current.data.len()),
     ] {
         let mut other = current.clone();
         other.data.truncate(len);

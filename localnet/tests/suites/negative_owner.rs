@@ -1,8 +1,10 @@
-//! The main authority's instructions, `update` and `set_paused`: who may send them, and when.
+//! The main authority's instructions, `update`, `set_paused` and `set_run_spec`: who may send
+//! them, and when.
 
 use anchor_lang::error::ErrorCode as AE;
+use anchor_lang::Discriminator;
 use psyche_coordinator::{
-    CheckpointKindParam, CheckpointParams, CoordinatorProgramError as PE, RunConfigParams,
+    CheckpointKindParam, CheckpointParams, CoordinatorProgramError as PE, RunConfigParams, RunSpec,
 };
 use psyche_coordinator_core::RunConfig;
 use solana_signer::Signer;
@@ -56,8 +58,9 @@ fn update_refusals() {
     let mut ix = r
         .run
         .update(&auth.pubkey(), None, Some(hub("org/model", "")));
-    // ... kind (1), repo (4 + 9 bytes), revision (4 + 0 bytes), hash (32), step (4)
-    let kind_at = ix.data.len() - (4 + 9) - 4 - 32 - 4 - 1;
+    // ... kind (1), repo (4 + 9 bytes), revision (4 + 0 bytes), hash (32), step (4), then
+    // spec_hash None (1)
+    let kind_at = ix.data.len() - 1 - (4 + 9) - 4 - 32 - 4 - 1;
     assert_eq!(ix.data[kind_at], CheckpointKindParam::Hub as u8);
     ix.data[kind_at] = 4;
     env.expect_err(
@@ -122,4 +125,51 @@ fn set_paused_refusals() {
     env.expect_err(&[&a], &[ix], pe(PE::CannotResume), &live.r.keys());
     let ix = live.r.run.set_paused(&a.pubkey(), true);
     env.expect_err(&[&a], &[ix], pe(PE::Halted), &live.r.keys());
+}
+
+#[test]
+fn the_run_spec_is_written_by_the_main_authority_and_hashed_by_update() {
+    let mut env = Env::new();
+    let r = env.create_run("spec", true, test_config(2));
+    let stranger = env.keypair();
+    let auth = r.authority.insecure_clone();
+    let spec_key = r.run.run_spec();
+    let mut watch = r.keys().to_vec();
+    watch.push(spec_key);
+    // only the main authority writes it
+    for signer in [&stranger, &r.join_authority] {
+        let ix = r.run.set_run_spec(&signer.pubkey(), 3, 0, b"abc".to_vec());
+        env.expect_err(&[signer], &[ix], pe(PE::NotAuthority), &watch);
+    }
+    assert!(env.account(&spec_key).is_none());
+    // two chunks, out of order; the account is made by the first
+    let spec: Vec<u8> = (0..1500u32).map(|i| (i % 251) as u8).collect();
+    let ix = r
+        .run
+        .set_run_spec(&auth.pubkey(), 1500, 800, spec[800..].to_vec());
+    env.ok(&[&auth], &[ix]);
+    let ix = r
+        .run
+        .set_run_spec(&auth.pubkey(), 1500, 0, spec[..800].to_vec());
+    env.ok(&[&auth], &[ix]);
+    let data = env.data(&spec_key);
+    assert_eq!(data.len(), RunSpec::SPACE);
+    assert_eq!(&data[..8], RunSpec::DISCRIMINATOR);
+    // bump, instance, then the bytes (borsh: u32 length first)
+    assert_eq!(&data[9..41], r.run.instance.as_ref());
+    assert_eq!(&data[41..45], &1500u32.to_le_bytes());
+    assert_eq!(&data[45..45 + 1500], &spec[..]);
+    // too large, a chunk past the end: nothing changes
+    let ix = r.run.set_run_spec(&auth.pubkey(), 8193, 0, vec![1]);
+    env.expect_err(&[&auth], &[ix], pe(PE::RunSpecTooLarge), &watch);
+    let ix = r.run.set_run_spec(&auth.pubkey(), 1500, 1499, vec![1, 2]);
+    env.expect_err(&[&auth], &[ix], pe(PE::RunSpecChunkOutOfRange), &watch);
+    // its hash goes into the state with `update`, while the run is halted
+    let hash = [7u8; 32];
+    let ix = r.run.update_spec(&auth.pubkey(), None, None, Some(hash));
+    env.ok(&[&auth], &[ix]);
+    assert_eq!(env.state(&r.account_key()).get().spec_hash, hash);
+    env.resume(&r);
+    let ix = r.run.update_spec(&auth.pubkey(), None, None, Some([8; 32]));
+    env.expect_err(&[&auth], &[ix], pe(PE::UpdateNotHalted), &watch);
 }

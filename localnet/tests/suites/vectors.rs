@@ -58,7 +58,11 @@ enum Op {
     Resync([u8; 32], u32),
     Pause,
     Resume,
-    Update(Option<RunConfigParams>, Option<CheckpointParams>),
+    Update(
+        Option<RunConfigParams>,
+        Option<CheckpointParams>,
+        Option<[u8; 32]>,
+    ),
 }
 
 impl Op {
@@ -180,7 +184,7 @@ fn decode(op: &str, args: &Value) -> Option<Op> {
         "checkpoint" => &["signer", "index", "repo", "revision", "step", "param_hash"],
         "synced" => &["signer", "index", "step", "param_hash"],
         "resync" => &["signer", "index"],
-        "update" => &["config", "checkpoint"],
+        "update" => &["config", "checkpoint", "spec_hash"],
         _ => return None,
     };
     if a.keys().any(|k| !allowed.contains(&k.as_str())) {
@@ -259,6 +263,10 @@ fn decode(op: &str, args: &Value) -> Option<Op> {
                 None => None,
                 Some(v) => Some(checkpoint_from_json(v)?),
             },
+            match g("spec_hash") {
+                None => None,
+                Some(v) => Some(key(v)?),
+            },
         ),
         _ => return None,
     })
@@ -282,10 +290,10 @@ fn apply_core(s: &mut CoordinatorState, now: u64, op: &Op) -> Result<(), Coordin
         Op::Resync(k, i) => core_sm::resync(s, now, k, *i),
         Op::Pause => core_sm::pause(s, now),
         Op::Resume => core_sm::resume(s, now),
-        Op::Update(c, ck) => {
+        Op::Update(c, ck, h) => {
             let c = c.map(|c| c.to_core());
             let ck = ck.as_ref().map(CheckpointParams::as_core);
-            core_sm::update(s, now, c.as_ref(), ck.as_ref())
+            core_sm::update(s, now, c.as_ref(), ck.as_ref(), h.as_ref().map(|h| &h[..]))
         }
     }
 }
@@ -317,7 +325,7 @@ fn instruction_for(
         Op::Resync(k, i) => run.resync(&key(k), *i),
         Op::Pause => run.set_paused(authority, true),
         Op::Resume => run.set_paused(authority, false),
-        Op::Update(c, ck) => run.update(authority, *c, ck.clone()),
+        Op::Update(c, ck, h) => run.update_spec(authority, *c, ck.clone(), *h),
     }
 }
 

@@ -9,3 +9,8 @@ pub const AUTHORIZATION_SEED: &[u8] = b"authorization";
 /// Seed prefix of the [`Contributor`](crate::Contributor) PDA:
 /// `["contributor", instance, identity]`.
 pub const CONTRIBUTOR_SEED: &[u8] = b"contributor";
+/// Seed prefix of the [`RunSpec`](crate::RunSpec) PDA: `["run_spec", instance]`.
+pub const RUN_SPEC_SEED: &[u8] = b"run_spec";
+/// The most bytes a run spec may hold (its canonical JSON; the account is allocated at this size
+/// once, under the 10 KiB a program may allocate).
+pub const RUN_SPEC_MAX_LEN: usize = 8192;

@@ -113,6 +113,10 @@ pub enum CoordinatorProgramError {
     TooManyDelegates = 112,
     #[msg("the contributor account is not the client slot's identity's")]
     WrongContributor = 113,
+    #[msg("a run spec holds at most 8192 bytes")]
+    RunSpecTooLarge = 114,
+    #[msg("the run spec chunk ends past the spec's length")]
+    RunSpecChunkOutOfRange = 115,
 }
 
 impl From<CoordinatorError> for CoordinatorProgramError {

@@ -53,6 +53,7 @@ pub mod logic {
     };
     pub use crate::instructions::set_delegates::check_delegates;
     pub use crate::instructions::set_paused::set_paused;
+    pub use crate::instructions::set_run_spec::write_chunk;
     pub use crate::instructions::settle_points::{credit_contributor, settle_points};
     pub use crate::instructions::synced::synced;
     pub use crate::instructions::tick::tick;
@@ -89,13 +90,28 @@ pub mod psyche_coordinator {
         )
     }
 
-    /// Main authority; the run must be halted (`UpdateNotHalted`, `RunFinished`).
+    /// Main authority; the run must be halted (`UpdateNotHalted`, `RunFinished`). `spec_hash`:
+    /// SHA-256 of the run spec's bytes (`set_run_spec`), what clients check them against.
     pub fn update(
         ctx: Context<OwnerCoordinatorAccounts>,
         config: Option<RunConfigParams>,
         checkpoint: Option<CheckpointParams>,
+        spec_hash: Option<[u8; 32]>,
     ) -> Result<()> {
-        update::handler(ctx, config, checkpoint)
+        update::handler(ctx, config, checkpoint, spec_hash)
+    }
+
+    /// Main authority: writes `chunk` at `offset` of the run spec's bytes, which become
+    /// `total_len` long (at most 8192: `RunSpecTooLarge`; `RunSpecChunkOutOfRange`), creating
+    /// the spec account on the first call. Clients use the bytes only once `update` set their
+    /// hash.
+    pub fn set_run_spec(
+        ctx: Context<SetRunSpec>,
+        total_len: u32,
+        offset: u32,
+        chunk: Vec<u8>,
+    ) -> Result<()> {
+        set_run_spec::handler(ctx, total_len, offset, chunk)
     }
 
     /// Main authority: `true` pauses (the core's `pause`), `false` resumes (`resume`).

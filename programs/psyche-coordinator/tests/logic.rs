@@ -6,7 +6,7 @@ use anchor_lang::{AnchorSerialize, Discriminator};
 use psyche_coordinator::logic;
 use psyche_coordinator::{
     Contributor, CoordinatorAccount, CoordinatorInstance, CoordinatorProgramError as PE,
-    JoinAuthorization, RunConfigParams,
+    JoinAuthorization, RunConfigParams, RunSpec,
 };
 use psyche_coordinator_core::{
     self as core_sm, CheckpointArgs, ClientPhase, CoordinatorError, CoordinatorState, RunConfig,
@@ -59,6 +59,41 @@ fn discriminators_are_anchors() {
         disc("account:JoinAuthorization")
     );
     assert_eq!(Contributor::DISCRIMINATOR, disc("account:Contributor"));
+    assert_eq!(RunSpec::DISCRIMINATOR, disc("account:RunSpec"));
+}
+
+#[test]
+fn run_spec_chunks_build_the_spec_and_bad_ones_change_nothing() {
+    // bump, instance, 4 + 8192 bytes
+    assert_eq!(RunSpec::SPACE, 8 + 1 + 32 + 4 + 8192);
+    assert!(
+        RunSpec::SPACE <= 10_240,
+        "a program may allocate at most 10 KiB"
+    );
+    let mut bytes = Vec::new();
+    logic::write_chunk(&mut bytes, 6, 3, b"def").unwrap();
+    logic::write_chunk(&mut bytes, 6, 0, b"abc").unwrap();
+    assert_eq!(bytes, b"abcdef");
+    // a shorter spec drops the tail; a longer one is zero-filled until written
+    logic::write_chunk(&mut bytes, 4, 0, b"xy").unwrap();
+    assert_eq!(bytes, b"xycd");
+    logic::write_chunk(&mut bytes, 5, 4, b"").unwrap();
+    assert_eq!(bytes, b"xycd\0");
+    assert_eq!(
+        logic::write_chunk(&mut bytes, 4, 3, b"zz"),
+        Err(PE::RunSpecChunkOutOfRange)
+    );
+    assert_eq!(
+        logic::write_chunk(&mut bytes, 8193, 0, b"a"),
+        Err(PE::RunSpecTooLarge)
+    );
+    assert_eq!(
+        logic::write_chunk(&mut bytes, 8, u32::MAX, b"a"),
+        Err(PE::RunSpecChunkOutOfRange)
+    );
+    assert_eq!(bytes, b"xycd\0");
+    logic::write_chunk(&mut bytes, 8192, 8191, b"a").unwrap();
+    assert_eq!(bytes.len(), 8192);
 }
 
 #[test]
@@ -88,10 +123,10 @@ fn contributor_account_layout() {
 
 #[test]
 fn coordinator_account_is_the_core_state() {
-    assert_eq!(core::mem::size_of::<CoordinatorAccount>(), 179_104);
+    assert_eq!(core::mem::size_of::<CoordinatorAccount>(), 179_136);
     assert_eq!(core::mem::size_of::<CoordinatorAccount>(), STATE_SIZE);
     assert_eq!(core::mem::align_of::<CoordinatorAccount>(), 8);
-    assert_eq!(CoordinatorAccount::SPACE, 179_112);
+    assert_eq!(CoordinatorAccount::SPACE, 179_144);
     // the view is the same memory
     let mut words = vec![0u64; STATE_SIZE / 8];
     let account: &mut CoordinatorAccount =
@@ -176,9 +211,13 @@ fn run_config_params_round_trip() {
 #[test]
 fn the_prologue_refuses_another_layout_version_before_the_size() {
     let mut data = vec![0u8; CoordinatorAccount::SPACE];
-    data[8 + 92..8 + 96].copy_from_slice(&6u32.to_le_bytes());
-    assert_eq!(logic::layout_version_of(&data), Some(6));
+    data[8 + 92..8 + 96].copy_from_slice(&7u32.to_le_bytes());
+    assert_eq!(logic::layout_version_of(&data), Some(7));
     assert_eq!(logic::check_layout(&data), Ok(()));
+    // version 6 had no spec hash and was 32 bytes shorter
+    let mut v6 = vec![0u8; 8 + 179_104];
+    v6[8 + 92..8 + 96].copy_from_slice(&6u32.to_le_bytes());
+    assert_eq!(logic::check_layout(&v6), Err(PE::LayoutVersionMismatch));
     // version 5 had no accused masks in the rounds and was 128 bytes shorter
     let mut v5 = vec![0u8; 8 + 178_976];
     v5[8 + 92..8 + 96].copy_from_slice(&5u32.to_le_bytes());
@@ -201,10 +240,10 @@ fn the_prologue_refuses_another_layout_version_before_the_size() {
     assert_eq!(logic::check_layout(&data), Err(PE::LayoutVersionMismatch));
     let v1 = vec![0u8; 8 + 133_640];
     assert_eq!(logic::check_layout(&v1), Err(PE::LayoutVersionMismatch));
-    data[8 + 92..8 + 96].copy_from_slice(&7u32.to_le_bytes());
+    data[8 + 92..8 + 96].copy_from_slice(&8u32.to_le_bytes());
     assert_eq!(logic::check_layout(&data), Err(PE::LayoutVersionMismatch));
     // this version at another size; too short to hold a version
-    data[8 + 92..8 + 96].copy_from_slice(&6u32.to_le_bytes());
+    data[8 + 92..8 + 96].copy_from_slice(&7u32.to_le_bytes());
     data.push(0);
     assert_eq!(logic::check_layout(&data), Err(PE::AccountIncorrectSize));
     assert_eq!(logic::layout_version_of(&data[..99]), None);
@@ -426,12 +465,12 @@ fn update_and_set_paused_are_the_core_operations() {
         epoch_time: 900,
         ..quick_config()
     });
-    logic::update(b.s(), 1, Some(&cfg), None).unwrap();
+    logic::update(b.s(), 1, Some(&cfg), None, None).unwrap();
     assert_eq!(b.s().config.epoch_time, 900);
     assert_eq!(logic::set_paused(b.s(), 1, true), Err(PE::Halted));
     assert_eq!(logic::set_paused(b.s(), 1, false), Ok(()));
     assert_eq!(
-        logic::update(b.s(), 2, Some(&cfg), None),
+        logic::update(b.s(), 2, Some(&cfg), None, None),
         Err(PE::UpdateNotHalted)
     );
     assert_eq!(logic::set_paused(b.s(), 2, false), Err(PE::CannotResume));

@@ -21,8 +21,8 @@ pub const ZERO_HASH: [u8; PARAM_HASH_LEN] = [0; PARAM_HASH_LEN];
 /// warming mask of a round; 4: points (each client's identity and unsettled presence and
 /// sequences, the points settings); 5: evidence (each client's accusers mask, the config's
 /// `evidence_quorum`, client state Evicted); 6: the rounds' accused mask (results a verifier
-/// judged bad, left out of the round's apply).
-pub const LAYOUT_VERSION: u32 = 6;
+/// judged bad, left out of the round's apply); 7: the run spec's hash.
+pub const LAYOUT_VERSION: u32 = 7;
 /// Where `layout_version` (u32 LE) sits in every layout from version 2 on.
 pub const VERSION_OFFSET: usize = 92;
 /// Signer and p2p identity keys.
@@ -67,12 +67,12 @@ pub const VERIFY_SEED_XOR: u64 = 0x5645_5249_4659_0000;
 /// Byte sizes of the canonical layout (`canonical.py`).
 pub const HEADER_SIZE: usize = 96;
 pub const CONFIG_SIZE: usize = 112;
-/// checkpoint_hash, param_hash, due_hash, their three steps and 4 bytes of padding.
-pub const HASHES_SIZE: usize = 3 * PARAM_HASH_LEN + 16;
+/// checkpoint_hash, param_hash, due_hash, spec_hash, three steps and 4 bytes of padding.
+pub const HASHES_SIZE: usize = 4 * PARAM_HASH_LEN + 16;
 pub const CLIENT_SIZE: usize = 152;
 pub const WITNESS_SIZE: usize = 784;
 pub const ROUND_SIZE: usize = 25_208;
-pub const STATE_SIZE: usize = 179_104;
+pub const STATE_SIZE: usize = 179_136;
 
 pub const CONFIG_OFFSET: usize = HEADER_SIZE;
 pub const REPO_OFFSET: usize = CONFIG_OFFSET + CONFIG_SIZE;
@@ -82,6 +82,6 @@ pub const PENDING_OFFSET: usize = CLIENTS_OFFSET + MAX_CLIENTS * CLIENT_SIZE;
 pub const ROUNDS_OFFSET: usize = PENDING_OFFSET + MAX_CLIENTS * CLIENT_SIZE;
 
 const _: () = assert!(BLOOM_BITS == 2824 && BLOOM_BYTES == BLOOM_BITS / 8 + 3);
-const _: () = assert!(REPO_OFFSET == 208 && HASHES_OFFSET == 336 && CLIENTS_OFFSET == 448);
+const _: () = assert!(REPO_OFFSET == 208 && HASHES_OFFSET == 336 && CLIENTS_OFFSET == 480);
 const _: () = assert!(VERSION_OFFSET + 4 == HEADER_SIZE);
 const _: () = assert!(ROUNDS_OFFSET + NUM_STORED_ROUNDS * ROUND_SIZE == STATE_SIZE);

@@ -1096,12 +1096,14 @@ pub fn resume(s: &mut CoordinatorState, now: u64) -> Result {
     Ok(())
 }
 
-/// The run authority changes the config or the model source while the run is halted.
+/// The run authority changes the config, the model source or the run spec's hash while the run
+/// is halted (clients check the spec when they start: a running run keeps its own).
 pub fn update(
     s: &mut CoordinatorState,
     now: u64,
     config: Option<&RunConfig>,
     checkpoint: Option<&CheckpointArgs>,
+    spec_hash: Option<&[u8]>,
 ) -> Result {
     check_time(s, now)?;
     let st = s.run_state();
@@ -1121,11 +1123,19 @@ pub fn update(
     if let Some(ck) = checkpoint {
         check_checkpoint(ck)?;
     }
+    let spec_hash: Option<&[u8; PARAM_HASH_LEN]> = match spec_hash {
+        Some(h) => Some(h.try_into().map_err(|_| E::InvalidOperation)?),
+        None => None,
+    };
+    // nothing changes unless every argument is valid
     if let Some(config) = config {
         s.config = *config;
     }
     if let Some(ck) = checkpoint {
         write_checkpoint(s, ck);
+    }
+    if let Some(h) = spec_hash {
+        s.spec_hash = *h;
     }
     Ok(())
 }
@@ -1183,13 +1193,13 @@ mod tests {
         // state_hash(new_run("seed-test", RunConfig(), 1234567890123456789))
         assert_eq!(
             hex::encode(crate::state::state_hash(s)),
-            "a802dc935561b03cf8be2e890800181018bb0596462df9d683aa2132f98a5f1d"
+            "3480416386764385bd15bdf0348dfb515b323d1b80c44a75adc38e6ef7f75ccf"
         );
         s.header.epoch = 7;
         s.header.step = 42;
         assert_eq!(
             hex::encode(crate::state::state_hash(s)),
-            "ffb8da0d573049040ebc06e5da7cae0bca56e2c8ff41fed9f0512a454177fe71"
+            "56b1ea669d165db6bc833d4ecfff88dab29e2eed563a13b797a46c6c95842915"
         );
         assert_eq!(round_seed(s, 1700000123), 13452663378481529829);
     }

@@ -7,9 +7,9 @@
 //!                      pending_pause:u8 checkpoint_kind:u8 layout_version:u32
 //!   config   96..208   RunConfig (its last 2 bytes zero padding)
 //!   repo     208..336  checkpoint_repo[64] checkpoint_revision[64]
-//!   hashes   336..448  checkpoint_hash[32] param_hash[32] due_hash[32] checkpoint_step:u32
-//!                      param_step:u32 due_step:u32 _pad[4]
-//!   clients  448..     [Client; 256]  signer[32] p2p_identity[32] identity[32] state:u8
+//!   hashes   336..480  checkpoint_hash[32] param_hash[32] due_hash[32] spec_hash[32]
+//!                      checkpoint_step:u32 param_step:u32 due_step:u32 _pad[4]
+//!   clients  480..     [Client; 256]  signer[32] p2p_identity[32] identity[32] state:u8
 //!                                     phase:u8 _pad[2] since:u32 presence:u64 sequences:u64
 //!                                     accusers[32] (152 each; bit i = client i, LSB first)
 //!   pending            [Client; 256]
@@ -282,7 +282,7 @@ pub struct Round {
     pub witnesses: [Witness; MAX_WITNESSES],
 }
 
-/// The whole account: 179,104 bytes.
+/// The whole account: 179,136 bytes.
 // Pod requires Copy, so Clone is derived; nothing copies this by value (the core works
 // through &mut on the account bytes), so that generated method's frame is never used.
 #[allow(clippy::large_stack_frames)]
@@ -301,6 +301,10 @@ pub struct CoordinatorState {
     /// The agreed hash at the latest multiple of `checkpoint_interval`: a mid-epoch snapshot
     /// point, kept until the next one is agreed.
     pub due_hash: [u8; PARAM_HASH_LEN],
+    /// SHA-256 of the run spec's canonical bytes (what clients train: model, optimizer, data,
+    /// snapshot store, relays); clients refuse a spec that does not hash to it. Zero: no spec
+    /// (clients simulate training).
+    pub spec_hash: [u8; PARAM_HASH_LEN],
     /// The step the recorded snapshot's parameters train (see `param_hash`).
     pub checkpoint_step: u32,
     pub param_step: u32,
@@ -542,7 +546,7 @@ mod tests {
         assert_eq!(size_of::<Client>(), 152);
         assert_eq!(size_of::<Witness>(), 784);
         assert_eq!(size_of::<Round>(), 25208);
-        assert_eq!(size_of::<CoordinatorState>(), 179_104);
+        assert_eq!(size_of::<CoordinatorState>(), 179_136);
         // HEADER_FORMAT = "<32sQQQQIIIIIHHBBBBI"
         assert_eq!(offset_of!(StateHeader, run_seed), 32);
         assert_eq!(offset_of!(StateHeader, run_state_start), 40);
@@ -577,15 +581,16 @@ mod tests {
         assert_eq!(offset_of!(RunConfig, points_cap), 96);
         assert_eq!(offset_of!(RunConfig, presence_points), 104);
         assert_eq!(offset_of!(RunConfig, evidence_quorum), 108);
-        // repo, then HASHES_FORMAT = "<32s32s32sIII4x"
+        // repo, then HASHES_FORMAT = "<32s32s32s32sIII4x"
         assert_eq!(offset_of!(CoordinatorState, checkpoint_repo), 208);
         assert_eq!(offset_of!(CoordinatorState, checkpoint_hash), 336);
         assert_eq!(offset_of!(CoordinatorState, param_hash), 368);
         assert_eq!(offset_of!(CoordinatorState, due_hash), 400);
-        assert_eq!(offset_of!(CoordinatorState, checkpoint_step), 432);
-        assert_eq!(offset_of!(CoordinatorState, param_step), 436);
-        assert_eq!(offset_of!(CoordinatorState, due_step), 440);
-        assert_eq!(offset_of!(CoordinatorState, clients), 448);
+        assert_eq!(offset_of!(CoordinatorState, spec_hash), 432);
+        assert_eq!(offset_of!(CoordinatorState, checkpoint_step), 464);
+        assert_eq!(offset_of!(CoordinatorState, param_step), 468);
+        assert_eq!(offset_of!(CoordinatorState, due_step), 472);
+        assert_eq!(offset_of!(CoordinatorState, clients), 480);
         // CLIENT_FORMAT = "<32s32s32sBBxxIQQ32s"
         assert_eq!(offset_of!(Client, identity), 64);
         assert_eq!(offset_of!(Client, state), 96);
@@ -607,7 +612,7 @@ mod tests {
         assert_eq!(offset_of!(Witness, param_hash), 40);
         assert_eq!(offset_of!(Witness, participant_bloom), 72);
         assert_eq!(offset_of!(Witness, broadcast_bloom), 428);
-        assert_eq!(offset_of!(CoordinatorState, rounds), 78272);
+        assert_eq!(offset_of!(CoordinatorState, rounds), 78304);
     }
 
     #[test]

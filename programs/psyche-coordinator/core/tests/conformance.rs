@@ -19,7 +19,7 @@ use serde_json::{Map, Value};
 
 // ---------------------------------------------------------------- decoding (ops_json.py)
 
-const BYTES_ARGS: [&str; 7] = [
+const BYTES_ARGS: [&str; 8] = [
     "signer",
     "p2p_identity",
     "identity",
@@ -27,6 +27,7 @@ const BYTES_ARGS: [&str; 7] = [
     "broadcast_bloom",
     "broadcast_merkle",
     "param_hash",
+    "spec_hash",
 ];
 
 /// `ops_json.ARGS`: (op, every argument, the optional ones).
@@ -57,7 +58,10 @@ fn op_args(op: &str) -> Option<(&'static [&'static str], &'static [&'static str]
         "synced" => (&["signer", "index", "step", "param_hash"], &[]),
         "resync" => (&["signer", "index"], &[]),
         "settle" => (&["index"], &[]),
-        "update" => (&["config", "checkpoint"], &["config", "checkpoint"]),
+        "update" => (
+            &["config", "checkpoint", "spec_hash"],
+            &["config", "checkpoint", "spec_hash"],
+        ),
         _ => return None,
     })
 }
@@ -145,6 +149,7 @@ enum Args {
     Update {
         config: Option<RunConfig>,
         checkpoint: Option<Checkpoint>,
+        spec_hash: Option<Vec<u8>>,
     },
 }
 
@@ -375,7 +380,11 @@ fn decode_args(op: &str, args: &Value) -> Result<Args, E> {
             signer: b("signer"),
             index: i("index"),
         },
-        "update" => Args::Update { config, checkpoint },
+        "update" => Args::Update {
+            config,
+            checkpoint,
+            spec_hash: bytes.remove("spec_hash"),
+        },
         _ => unreachable!(),
     })
 }
@@ -428,9 +437,13 @@ fn apply(s: &mut CoordinatorState, now: u64, args: &Args) -> Result<(), E> {
             param_hash,
         } => core_::synced(s, now, signer, *index, *step, param_hash),
         Args::Resync { signer, index } => core_::resync(s, now, signer, *index),
-        Args::Update { config, checkpoint } => {
+        Args::Update {
+            config,
+            checkpoint,
+            spec_hash,
+        } => {
             let ck = checkpoint.as_ref().map(Checkpoint::args);
-            core_::update(s, now, config.as_ref(), ck.as_ref())
+            core_::update(s, now, config.as_ref(), ck.as_ref(), spec_hash.as_deref())
         }
     }
 }

@@ -24,6 +24,8 @@ pub mod run_accounts;
 pub mod set_delegates;
 pub mod set_paused;
 #[allow(clippy::large_stack_frames)]
+pub mod set_run_spec;
+#[allow(clippy::large_stack_frames)]
 pub mod settle_points;
 pub mod synced;
 pub mod tick;
@@ -39,6 +41,7 @@ pub use join_run::JoinRunAccounts;
 pub use revoke_joiner::RevokeJoiner;
 pub use run_accounts::{OwnerCoordinatorAccounts, PermissionlessCoordinatorAccounts, RunAccounts};
 pub use set_delegates::SetDelegates;
+pub use set_run_spec::SetRunSpec;
 pub use settle_points::SettlePoints;
 pub use update::{CheckpointKindParam, CheckpointParams};
 
@@ -48,5 +51,5 @@ pub use update::{CheckpointKindParam, CheckpointParams};
 // `handler`s like each other, so a public glob would make those names ambiguous.
 pub(crate) use {
     authorize_joiner::*, free_coordinator::*, init_coordinator::*, join_run::*, revoke_joiner::*,
-    run_accounts::*, set_delegates::*, settle_points::*,
+    run_accounts::*, set_delegates::*, set_run_spec::*, settle_points::*,
 };

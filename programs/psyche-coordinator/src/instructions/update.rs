@@ -1,4 +1,4 @@
-//! `update`: the main authority changes a halted run's config or checkpoint.
+//! `update`: the main authority changes a halted run's config, checkpoint or spec hash.
 
 use anchor_lang::prelude::*;
 use psyche_coordinator_core::{self as core_sm, CheckpointArgs, CheckpointKind, CoordinatorState};
@@ -57,6 +57,7 @@ pub fn update(
     now: u64,
     config: Option<&RunConfigParams>,
     checkpoint: Option<&CheckpointParams>,
+    spec_hash: Option<&[u8; 32]>,
 ) -> LogicResult {
     let config = config.map(RunConfigParams::to_core);
     let checkpoint = checkpoint.map(CheckpointParams::as_core);
@@ -65,6 +66,7 @@ pub fn update(
         now,
         config.as_ref(),
         checkpoint.as_ref(),
+        spec_hash.map(|h| &h[..]),
     )?)
 }
 
@@ -72,7 +74,15 @@ pub fn handler(
     ctx: Context<OwnerCoordinatorAccounts>,
     config: Option<RunConfigParams>,
     checkpoint: Option<CheckpointParams>,
+    spec_hash: Option<[u8; 32]>,
 ) -> Result<()> {
-    ctx.accounts
-        .apply(|s, now| update(s, now, config.as_ref(), checkpoint.as_ref()))
+    ctx.accounts.apply(|s, now| {
+        update(
+            s,
+            now,
+            config.as_ref(),
+            checkpoint.as_ref(),
+            spec_hash.as_ref(),
+        )
+    })
 }

@@ -1,0 +1,110 @@
+"""Forwarding: a result reaches every peer as long as the peers' graph is connected, not only
+the peers its trainer can reach.
+
+Each node that fetched and checked a result announces it again, to every peer but those it
+heard it from; a node that hears of a result fetches its payload from whichever announcer has
+it, trying the next one when a fetch fails. An announcement carries the trainer's signed header
+and the payload's hash, so a forwarder cannot alter a result: the receiver checks both before it
+accepts anything (`iroh_results.fetch_result`). Forwarders also share the upload of a payload
+with its trainer. Only a checked result is forwarded, so garbage dies at the first honest hop.
+
+Memory stays bounded: results are remembered by commitment (the newest `SEEN_LIMIT`), and the
+payload blobs of results older than `KEEP_STEPS` steps behind the newest leave the node's store
+(a step's results are applied two steps later; nobody asks for them after that)."""
+
+import asyncio
+import logging
+from collections import OrderedDict
+
+logger = logging.getLogger(__name__)
+
+SEEN_LIMIT = 4096  # results remembered (delivered or given up) by commitment
+KEEP_STEPS = 4  # result payloads kept to serve, in steps behind the newest seen
+
+
+class ResultForwarding:
+    """Fetches announced results from any announcer, delivers each once, forwards it.
+
+    `fetch(msg)` fetches and checks the result of an announcement whose "from" is the peer to
+    fetch from (raising on any failure); `deliver(result)` hands a checked result to the client.
+    """
+
+    def __init__(self, node, fetch, deliver, announcement):
+        self.node, self._fetch, self._deliver = node, fetch, deliver
+        self._announcement = announcement  # result, blob -> the announcement dict
+        self._seen = OrderedDict()  # commitment hex -> None: delivered or our own
+        self._sources = {}  # commitment hex -> [announcement dicts] not yet tried
+        self._heard = {}  # commitment hex -> set of peers that announced it
+        self._blobs = OrderedDict()  # blob hex -> step, the result payloads this node serves
+        self._tasks = set()
+        self.forwarded = 0  # results this node announced for others (tests, logs)
+
+    async def publish(self, result) -> int:
+        """Serve our own result's payload and announce it; returns how many peers took it."""
+        blob = self._keep(result.payload, result.step)
+        self._remember(result.commitment.hex())
+        return await self.node.announce(self._announcement(result, blob))
+
+    def on_announcement(self, msg: dict) -> None:
+        key, sender = msg.get("commitment"), msg.get("from")
+        if not isinstance(key, str) or not isinstance(sender, str) or key in self._seen:
+            return
+        if key not in self._heard and len(self._heard) >= SEEN_LIMIT:
+            self._heard.pop(next(iter(self._heard)))  # announcers of results never fetched
+        self._heard.setdefault(key, set()).add(sender)
+        pending = self._sources.get(key)
+        if pending is not None:  # a fetch is running: it tries this announcer next if needed
+            pending.append(msg)
+            return
+        self._sources[key] = [msg]
+        task = asyncio.ensure_future(self._fetch_one(key))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _fetch_one(self, key: str) -> None:
+        pending = self._sources[key]
+        try:
+            while pending:
+                msg = pending.pop(0)
+                try:
+                    result = await self._fetch(msg)
+                except Exception as e:  # unreachable peer, bad blob, forged header: next one
+                    logger.warning(f"could not fetch result for step {msg.get('step')} from "
+                                   f"{str(msg.get('from'))[:16]}: {type(e).__name__}: {e}")
+                    continue
+                self._remember(key)
+                self._deliver(result)
+                await self._forward(key, result, msg)
+                return
+        finally:
+            # given up until another announcer shows up (then fetched again), or done
+            self._sources.pop(key, None)
+            if key in self._seen:
+                self._heard.pop(key, None)
+
+    async def _forward(self, key, result, msg) -> None:
+        blob = self._keep(result.payload, result.step)
+        heard = self._heard.get(key, set())
+        sent = await self.node.announce(self._announcement(result, blob), exclude=heard)
+        if sent:
+            self.forwarded += 1
+        logger.debug("forwarded result of step %s by %s to %d peers", result.step,
+                     result.trainer.hex()[:8], sent)
+
+    def _remember(self, key: str) -> None:
+        self._seen[key] = None
+        while len(self._seen) > SEEN_LIMIT:
+            self._seen.popitem(last=False)
+
+    def _keep(self, payload: bytes, step: int) -> str:
+        blob = self.node.add(payload)
+        self._blobs[blob] = step
+        newest = max(self._blobs.values())
+        for old in [b for b, s in self._blobs.items() if s < newest - KEEP_STEPS]:
+            del self._blobs[old]
+            self.node.store.remove(old)
+        return blob
+
+    async def close(self) -> None:
+        for t in list(self._tasks):
+            t.cancel()

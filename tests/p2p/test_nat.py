@@ -1,0 +1,91 @@
+"""Peers behind NATs, in network namespaces made by the test (tests/p2p/netlab.py): the relay
+and a STUN server (coturn) on the "internet", three home networks whose links have 50 ms of
+delay and 1 % loss each way. Two peers behind endpoint-independent NATs learn their public
+addresses from STUN and end on a direct path; a peer behind a symmetric NAT ends relayed. Every
+peer gets every other's announcements and blobs either way. Skips only where namespaces
+cannot be made (no root); a missing tool (nftables, coturn) is an error that names it."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.p2p import netlab
+
+pytest.importorskip("iroh")
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RELAY_PORT, STUN_PORT, P2P_PORT = 3340, 3478, 29400
+
+
+@pytest.fixture
+def lab():
+    why = netlab.available()
+    if why is not None:
+        pytest.skip(f"no network namespaces here: {why}")
+    if shutil.which("turnserver") is None:
+        pytest.fail("coturn's turnserver is not installed (Debian: apt-get install coturn; "
+                    "scripts/test installs it)")
+    with netlab.Lab(delay_ms=50, loss_pct=1.0) as lab:
+        yield lab
+
+
+def start_stun(lab):
+    proc = subprocess.Popen(["ip", "netns", "exec", lab.public, "turnserver", "-S", "-n",
+                             "--no-cli", "--no-tls", "--no-dtls", "-L", lab.public_ip, "-p",
+                             str(STUN_PORT), "--log-file", "stdout"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if f":{STUN_PORT}" in netlab.sh("ss", "-Hunl", ns=lab.public):
+            return proc
+        time.sleep(0.1)
+    proc.kill()
+    raise AssertionError("coturn did not listen within 20 s")
+
+
+def peers_in(lab, hosts, relay, seconds=30):
+    """One nat_peer per host, each knowing the others by key: their final JSON lines."""
+    seeds = [os.urandom(32) for _ in hosts]
+    from psyche_client.identity import Identity
+    ids = [Identity(s).public.hex() for s in seeds]
+    stun = f"{lab.public_ip}:{STUN_PORT}"
+    procs = [subprocess.Popen(
+        ["ip", "netns", "exec", host, sys.executable, "-m", "tests.p2p.nat_peer", seed.hex(),
+         relay, stun, str(P2P_PORT), str(seconds), *[p for p in ids if p != me]],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for host, seed, me in zip(hosts, seeds, ids)]
+    out = []
+    for p in procs:
+        stdout, stderr = p.communicate(timeout=seconds + 120)
+        assert p.returncode == 0, stderr[-3000:]
+        out.append(json.loads(stdout.strip().splitlines()[-1]))
+    return ids, out
+
+
+def test_eim_peers_go_direct_and_a_symmetric_one_stays_relayed(lab):
+    from psyche_client.p2p.relay_server import start_relay
+
+    (a,), (b,), (c,) = lab.home("eim"), lab.home("eim"), lab.home("sym")
+    stun = start_stun(lab)
+    try:
+        with start_relay(lab.public_ip, RELAY_PORT, netns=lab.public) as relay:
+            (ia, ib, ic), (ra, rb, rc) = peers_in(lab, [a, b, c], relay)
+    finally:
+        stun.kill()
+        stun.wait()
+    # each learnt its router's public address; the EIM routers kept the port
+    assert ra["public"] == f"10.{lab.net}.1.2:{P2P_PORT}"
+    assert rb["public"] == f"10.{lab.net}.2.2:{P2P_PORT}"
+    assert rc["public"] and rc["public"].startswith(f"10.{lab.net}.3.2:")
+    print(json.dumps([ra, rb, rc], indent=1))
+    assert ra["paths"][ib] == rb["paths"][ia] == "direct", (ra, rb)
+    for r, other in ((ra, ic), (rb, ic), (rc, ia), (rc, ib)):
+        assert r["paths"][other] == "relay", r
+    for r, others in ((ra, (ib, ic)), (rb, (ia, ic)), (rc, (ia, ib))):
+        assert all(r["fetched"][o] > 0 for o in others), r
