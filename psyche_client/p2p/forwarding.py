@@ -8,18 +8,22 @@ and the payload's hash, so a forwarder cannot alter a result: the receiver check
 accepts anything (`iroh_results.fetch_result`). Forwarders also share the upload of a payload
 with its trainer. Only a checked result is forwarded, so garbage dies at the first honest hop.
 
-Memory stays bounded: results are remembered by commitment (the newest `SEEN_LIMIT`), and the
-payload blobs of results older than `KEEP_STEPS` steps behind the newest leave the node's store
-(a step's results are applied two steps later; nobody asks for them after that)."""
+Memory stays bounded: results are remembered by commitment (the newest `SEEN_LIMIT`), and a
+result's payload leaves the node's store `KEEP_SECONDS` after it came (a step's results are
+applied two rounds later; nobody asks for them after that), or earlier when the payloads kept
+pass `KEEP_BYTES`. By arrival, not by the step a result claims: a signed result for a far
+future step would otherwise push every other payload out."""
 
 import asyncio
 import logging
+import time
 from collections import OrderedDict
 
 logger = logging.getLogger(__name__)
 
 SEEN_LIMIT = 4096  # results remembered (delivered or given up) by commitment
-KEEP_STEPS = 4  # result payloads kept to serve, in steps behind the newest seen
+KEEP_SECONDS = 600.0  # how long a result's payload is served after it came
+KEEP_BYTES = 2 << 30  # and at most this much of them
 
 
 class ResultForwarding:
@@ -29,19 +33,22 @@ class ResultForwarding:
     fetch from (raising on any failure); `deliver(result)` hands a checked result to the client.
     """
 
-    def __init__(self, node, fetch, deliver, announcement):
+    def __init__(self, node, fetch, deliver, announcement, clock=time.monotonic,
+                 keep_seconds=KEEP_SECONDS, keep_bytes=KEEP_BYTES):
         self.node, self._fetch, self._deliver = node, fetch, deliver
+        self._clock, self.keep_seconds, self.keep_bytes = clock, keep_seconds, keep_bytes
         self._announcement = announcement  # result, blob -> the announcement dict
         self._seen = OrderedDict()  # commitment hex -> None: delivered or our own
         self._sources = {}  # commitment hex -> [announcement dicts] not yet tried
         self._heard = {}  # commitment hex -> set of peers that announced it
-        self._blobs = OrderedDict()  # blob hex -> step, the result payloads this node serves
+        self._blobs = OrderedDict()  # blob hex -> (arrival, bytes): result payloads served
+        self._kept = 0  # bytes of those
         self._tasks = set()
         self.forwarded = 0  # results this node announced for others (tests, logs)
 
     async def publish(self, result) -> int:
         """Serve our own result's payload and announce it; returns how many peers took it."""
-        blob = self._keep(result.payload, result.step)
+        blob = self._keep(result.payload)
         self._remember(result.commitment.hex())
         return await self.node.announce(self._announcement(result, blob))
 
@@ -83,7 +90,7 @@ class ResultForwarding:
                 self._heard.pop(key, None)
 
     async def _forward(self, key, result, msg) -> None:
-        blob = self._keep(result.payload, result.step)
+        blob = self._keep(result.payload)
         heard = self._heard.get(key, set())
         sent = await self.node.announce(self._announcement(result, blob), exclude=heard)
         if sent:
@@ -96,12 +103,18 @@ class ResultForwarding:
         while len(self._seen) > SEEN_LIMIT:
             self._seen.popitem(last=False)
 
-    def _keep(self, payload: bytes, step: int) -> str:
+    def _keep(self, payload: bytes) -> str:
+        now = self._clock()
         blob = self.node.add(payload)
-        self._blobs[blob] = step
-        newest = max(self._blobs.values())
-        for old in [b for b, s in self._blobs.items() if s < newest - KEEP_STEPS]:
+        if blob not in self._blobs:
+            self._blobs[blob] = (now, len(payload))
+            self._kept += len(payload)
+        while len(self._blobs) > 1:
+            old, (came, size) = next(iter(self._blobs.items()))
+            if now - came <= self.keep_seconds and self._kept <= self.keep_bytes:
+                break
             del self._blobs[old]
+            self._kept -= size
             self.node.store.remove(old)
         return blob
 

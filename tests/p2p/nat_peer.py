@@ -1,55 +1,74 @@
-"""One iroh node for the NAT tests, run inside a network namespace:
+"""One client's p2p transport for the NAT tests, run inside a network namespace:
 
-    python -m tests.p2p.nat_peer SEED_HEX RELAY_URL STUN PORT SECONDS PEER_ID...
+    python -m tests.p2p.nat_peer --seed HEX --relay URL [--stun HOST:PORT] [--port P]
+        [--seconds S] [--known ID@HOST:PORT ...] PEER_ID...
 
-It binds every interface on PORT, learns its public address from the STUN server ("-": none),
-knows its peers by key alone (dialled through the relay), and for SECONDS announces a blob to
-them once a second and fetches theirs. Then it prints one JSON line: its public address, per
-peer the path it used last ("direct", "relay", or null when it never had a connection; the
-last one seen while both ran: a peer that stops first closes its connections) and the seconds
-until its first direct path (null: none), and how many of the peer's blobs it fetched."""
+It binds every interface on the port, learns its public address from the STUN server, knows
+its peers by key (dialled through the relay) and at the --known addresses, and for S seconds
+publishes a signed training result once a second, receiving the others' (forwarded ones
+included: p2p/forwarding.py). Then it prints one JSON line: its public address, per peer the
+path it used last ("direct", "relay", or null when it never had a connection; seen while both
+ran: a peer that stops first closes its connections) and the seconds until its first direct
+path, how many results it published, and per trainer how many of its results arrived."""
 
+import argparse
 import asyncio
 import json
-import sys
+import logging
+import os
 import time
 
-from psyche_client.p2p.iroh_node import IrohNode
+from psyche_client.client.results import TrainingResult
+from psyche_client.identity import Identity
+from psyche_client.p2p.transport import IrohTransport
+from psyche_coordinator_core import BatchId
 
 
-async def main(seed, relay, stun, port, seconds, peers):
-    inbox = []
-    node = IrohNode(None, inbox.append, "0.0.0.0", port, secret_key=bytes.fromhex(seed),
-                    relay_url=relay, stun=() if stun == "-" else (stun,), timeout=10)
-    await node.start()
-    node.set_peers({p: None for p in peers})
-    blob = node.add(node.endpoint_id.encode() * 300)  # ~20 KB
-    fetched = {p: 0 for p in peers}
-    last, first_direct = {p: None for p in peers}, {p: None for p in peers}
+async def main(args):
+    me = Identity(bytes.fromhex(args.seed))
+    received = {}
+    known = {}
+    for k in args.known:
+        pid, _, addr = k.partition("@")
+        known.setdefault(pid, []).append(addr)
+    transport = IrohTransport(
+        me, lambda r: received.__setitem__(r.trainer.hex(), received.get(r.trainer.hex(), 0) + 1),
+        "0.0.0.0", args.port, relay_url=args.relay, stun=tuple(args.stun), known_addrs=known)
+    await transport.start()
+    transport.set_peers({p: None for p in args.peers})
+    node = transport.node
+    last, first_direct = {p: None for p in args.peers}, {p: None for p in args.peers}
     start = time.monotonic()
-    end = start + seconds
-    while time.monotonic() < end:
-        await node.announce({"type": "hello", "blob": blob})
-        for p in peers:
+    step, sending = 0, set()
+    while time.monotonic() < start + args.seconds:
+        step += 1
+        # not awaited, as the client daemon does: a peer that cannot be reached holds its
+        # announcement up to the node's timeout, and the others must not wait for it
+        task = asyncio.ensure_future(transport.publish(TrainingResult.create(
+            me, step, BatchId(step * 10, step * 10 + 9), os.urandom(2000))))
+        sending.add(task)
+        task.add_done_callback(sending.discard)
+        for p in args.peers:
             kind = node.path_kind(p)
             last[p] = kind or last[p]
             if kind == "direct" and first_direct[p] is None:
                 first_direct[p] = round(time.monotonic() - start, 1)
-        for msg in inbox[:]:
-            inbox.remove(msg)
-            if time.monotonic() > end:
-                break
-            try:
-                await node.fetch(msg["from"], msg["blob"])
-                fetched[msg["from"]] = fetched.get(msg["from"], 0) + 1
-            except Exception as e:  # noqa: BLE001 - counted as not fetched
-                print(f"fetch from {msg['from'][:8]} failed: {e}", file=sys.stderr)
         await asyncio.sleep(1)
-    print(json.dumps({"id": node.endpoint_id, "public": node.public_addr, "paths": last,
-                      "direct_after": first_direct, "fetched": fetched}), flush=True)
-    await node.close()
+    await asyncio.sleep(5)  # the last results still travelling
+    print(json.dumps({"id": me.public.hex(), "public": node.public_addr, "paths": last,
+                      "direct_after": first_direct, "published": step, "received": received,
+                      "forwarded": transport.forwarding.forwarded}), flush=True)
+    await transport.close()
 
 
 if __name__ == "__main__":
-    seed, relay, stun, port, seconds, *peers = sys.argv[1:]
-    asyncio.run(main(seed, relay, stun, int(port), float(seconds), peers))
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seed", required=True)
+    ap.add_argument("--relay", default=None)
+    ap.add_argument("--stun", action="append", default=[])
+    ap.add_argument("--port", type=int, default=29400)
+    ap.add_argument("--seconds", type=float, default=30)
+    ap.add_argument("--known", action="append", default=[])
+    ap.add_argument("peers", nargs="*")
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    asyncio.run(main(ap.parse_args()))

@@ -12,7 +12,6 @@ pytest.importorskip("iroh")
 from psyche_client.client.results import TrainingResult  # noqa: E402
 from psyche_client.identity import Identity  # noqa: E402
 from psyche_client.p2p.blobs import blob_hash  # noqa: E402
-from psyche_client.p2p.forwarding import KEEP_STEPS  # noqa: E402
 from psyche_client.p2p.iroh_results import result_announcement  # noqa: E402
 from psyche_client.p2p.transport import IrohTransport  # noqa: E402
 from psyche_coordinator_core import BatchId  # noqa: E402
@@ -100,15 +99,32 @@ def test_a_result_that_does_not_check_goes_no_further():
 
 
 def test_old_result_payloads_leave_the_store():
+    """By arrival time and a byte budget, not by the step a result claims (a signed result for
+    a far future step must not push the others out)."""
     async def main():
         ids, (a,), _ = await line(1)
+        now = [0.0]
+        fwd = a.forwarding
+        fwd._clock, fwd.keep_seconds, fwd.keep_bytes = (lambda: now[0]), 100.0, 1000
         try:
-            results = [TrainingResult.create(ids[0], s, BatchId(s * 10, s * 10 + 9),
-                                             os.urandom(100)) for s in range(1, 11)]
-            for r in results:
-                await a.publish(r)
-            kept = [r.step for r in results if blob_hash(r.payload) in a.node.store]
-            assert kept == list(range(10 - KEEP_STEPS, 11))
+            def result(step, size=100):
+                return TrainingResult.create(ids[0], step, BatchId(step * 10, step * 10 + 9),
+                                             os.urandom(size))
+            old = result(1)
+            await a.publish(old)
+            now[0] = 50.0
+            future = result(10**9)
+            await a.publish(future)
+            assert blob_hash(old.payload) in a.node.store  # the far step pushed nothing out
+            now[0] = 120.0
+            recent = result(2)
+            await a.publish(recent)
+            assert blob_hash(old.payload) not in a.node.store  # 120 s old
+            assert blob_hash(future.payload) in a.node.store
+            big = result(3, size=950)
+            await a.publish(big)  # over 1000 bytes kept: the oldest go first
+            assert [blob_hash(r.payload) in a.node.store for r in (future, recent, big)] == \
+                [False, False, True]
         finally:
             await closed([a])
     run(main())

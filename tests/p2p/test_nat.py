@@ -1,9 +1,11 @@
 """Peers behind NATs, in network namespaces made by the test (tests/p2p/netlab.py): the relay
 and a STUN server (coturn) on the "internet", three home networks whose links have 50 ms of
 delay and 1 % loss each way. Two peers behind endpoint-independent NATs learn their public
-addresses from STUN and end on a direct path; a peer behind a symmetric NAT ends relayed. Every
-peer gets every other's announcements and blobs either way. Skips only where namespaces
-cannot be made (no root); a missing tool (nftables, coturn) is an error that names it."""
+addresses from STUN and end on a direct path; a peer behind a symmetric NAT ends relayed; a
+fourth peer, beside the first on its home network, may reach that one peer only (no relay, no
+other peer), and still every peer gets every other's results, through forwarding. Skips only
+where namespaces cannot be made (no root); a missing tool (nftables, coturn) is an error that
+names it."""
 
 import json
 import os
@@ -17,7 +19,7 @@ import pytest
 from tests.p2p import netlab
 
 pytest.importorskip("iroh")
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RELAY_PORT, STUN_PORT, P2P_PORT = 3340, 3478, 29400
@@ -49,17 +51,18 @@ def start_stun(lab):
     raise AssertionError("coturn did not listen within 20 s")
 
 
-def peers_in(lab, hosts, relay, seconds=30):
-    """One nat_peer per host, each knowing the others by key: their final JSON lines."""
+def run_peers(lab, hosts, args, seconds=30):
+    """One nat_peer per host (`args[i]`: its own extra arguments), each knowing the others by
+    key: their final JSON lines."""
     seeds = [os.urandom(32) for _ in hosts]
     from psyche_client.identity import Identity
     ids = [Identity(s).public.hex() for s in seeds]
-    stun = f"{lab.public_ip}:{STUN_PORT}"
     procs = [subprocess.Popen(
-        ["ip", "netns", "exec", host, sys.executable, "-m", "tests.p2p.nat_peer", seed.hex(),
-         relay, stun, str(P2P_PORT), str(seconds), *[p for p in ids if p != me]],
+        ["ip", "netns", "exec", host, sys.executable, "-m", "tests.p2p.nat_peer",
+         "--seed", seed.hex(), "--seconds", str(seconds),
+         *[a.format(*ids) for a in extra], *[p for p in ids if p != me]],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for host, seed, me in zip(hosts, seeds, ids)]
+        for host, seed, me, extra in zip(hosts, seeds, ids, args)]
     out = []
     for p in procs:
         stdout, stderr = p.communicate(timeout=seconds + 120)
@@ -68,24 +71,36 @@ def peers_in(lab, hosts, relay, seconds=30):
     return ids, out
 
 
-def test_eim_peers_go_direct_and_a_symmetric_one_stays_relayed(lab):
+def test_nat_kinds_end_direct_or_relayed_and_forwarding_reaches_a_cut_off_peer(lab):
     from psyche_client.p2p.relay_server import start_relay
 
-    (a,), (b,), (c,) = lab.home("eim"), lab.home("eim"), lab.home("sym")
+    (a, d), (b,), (c,) = lab.home("eim", hosts=2), lab.home("eim"), lab.home("sym")
+    addr_a, addr_d = lab.address(a), lab.address(d)
+    lab.block(d, allow=[addr_a])  # D reaches A, and nothing else: not the relay, not B or C
     stun = start_stun(lab)
     try:
         with start_relay(lab.public_ip, RELAY_PORT, netns=lab.public) as relay:
-            (ia, ib, ic), (ra, rb, rc) = peers_in(lab, [a, b, c], relay)
+            common = ["--relay", relay, "--stun", f"{lab.public_ip}:{STUN_PORT}"]
+            ids, results = run_peers(lab, [a, b, c, d], [
+                [*common, "--known", "{3}@" + f"{addr_d}:{P2P_PORT}"],
+                common, common,
+                ["--relay", relay, "--known", "{0}@" + f"{addr_a}:{P2P_PORT}"]])
     finally:
         stun.kill()
         stun.wait()
+    (ia, ib, ic, _), (ra, rb, rc, rd) = ids, results
+    print(json.dumps(results, indent=1))
     # each learnt its router's public address; the EIM routers kept the port
     assert ra["public"] == f"10.{lab.net}.1.2:{P2P_PORT}"
     assert rb["public"] == f"10.{lab.net}.2.2:{P2P_PORT}"
     assert rc["public"] and rc["public"].startswith(f"10.{lab.net}.3.2:")
-    print(json.dumps([ra, rb, rc], indent=1))
     assert ra["paths"][ib] == rb["paths"][ia] == "direct", (ra, rb)
     for r, other in ((ra, ic), (rb, ic), (rc, ia), (rc, ib)):
         assert r["paths"][other] == "relay", r
-    for r, others in ((ra, (ib, ic)), (rb, (ia, ic)), (rc, (ia, ib))):
-        assert all(r["fetched"][o] > 0 for o in others), r
+    assert rd["paths"][ia] == "direct" and rd["paths"][ib] is rd["paths"][ic] is None, rd
+    # everyone got nearly all of everyone's results: D's, and those to D, only through A
+    published = {r["id"]: r["published"] for r in results}
+    for r in results:
+        for trainer in set(ids) - {r["id"]}:
+            assert r["received"].get(trainer, 0) >= 0.8 * published[trainer], (trainer, r)
+    assert ra["forwarded"] > 0
