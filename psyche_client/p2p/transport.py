@@ -76,6 +76,9 @@ class IrohTransport:
                                            result_announcement)
         self.model_sharing = ModelSharing(self.node)
         self.applied_sharing = AppliedSharing(self.node)
+        # p2p id hex -> "direct" or "relay": the path to each peer when this client last
+        # announced a result to it (logged at exit: which peers hole punching reached)
+        self.last_paths = {}
 
     async def start(self) -> str:
         return await self.node.start()
@@ -85,6 +88,10 @@ class IrohTransport:
 
     async def publish(self, result: TrainingResult) -> None:
         await self.forwarding.publish(result)
+        for peer in self.node.peers:  # the path to each peer as of this result's announcement
+            kind = self.node.path_kind(peer)
+            if kind is not None:
+                self.last_paths[peer] = kind
 
     def _on_announcement(self, msg: dict) -> None:
         if msg.get("type") == self._kind:
@@ -97,6 +104,10 @@ class IrohTransport:
         self.on_result(result)
 
     async def close(self) -> None:
+        if self.last_paths:
+            logger.info("p2p paths: %s; results forwarded for others: %d",
+                        ", ".join(f"{p[:8]}={k}" for p, k in sorted(self.last_paths.items())),
+                        self.forwarding.forwarded)
         await self.forwarding.close()
         await self.node.close()
 

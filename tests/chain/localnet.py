@@ -40,10 +40,14 @@ def localnet_binary() -> Path:
 
 
 @contextlib.contextmanager
-def start_localnet(*extra_args, timeout: float = START_TIMEOUT):
-    """Yields a Localnet on free ports (extra_args: e.g. "--airdrop", "PUBKEY=SOL")."""
+def start_localnet(*extra_args, timeout: float = START_TIMEOUT, netns=None, rpc_port=0,
+                   ws_port=0):
+    """Yields a Localnet on free ports, or the given ones (extra_args: e.g. "--airdrop",
+    "PUBKEY=SOL"; "--bind-address", IP). `netns`: the network namespace to run it in."""
     binary = localnet_binary()
-    proc = subprocess.Popen([str(binary), "--rpc-port", "0", "--ws-port", "0", *extra_args],
+    prefix = ["ip", "netns", "exec", netns] if netns else []
+    proc = subprocess.Popen([*prefix, str(binary), "--rpc-port", str(rpc_port), "--ws-port",
+                             str(ws_port), *extra_args],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             errors="replace")
     output = collections.deque(maxlen=200)

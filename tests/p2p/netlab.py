@@ -84,9 +84,19 @@ class Lab:
         self.namespaces = []
         self.homes = 0
         self._lines = []  # delay line processes
+        self._extra = []  # more addresses of the internet namespace
         self._add_ns(self.public)
         sh("ip", "addr", "add", f"{self.public_ip}/32", "dev", "lo", ns=self.public)
         sh("sysctl", "-qw", "net.ipv4.ip_forward=1", ns=self.public)
+
+    def public_address(self) -> str:
+        """One more address of the internet namespace (10.N.0.k), for a service that some
+        hosts may reach and others not."""
+        k = 1 + len(self._extra) + 1
+        ip = f"10.{self.net}.0.{k}"
+        sh("ip", "addr", "add", f"{ip}/32", "dev", "lo", ns=self.public)
+        self._extra.append(ip)
+        return ip
 
     def __enter__(self):
         return self

@@ -37,9 +37,10 @@ def lab():
         yield lab
 
 
-def start_stun(lab):
+def start_stun(lab, ip=None):
+    """coturn as a STUN server on the internet namespace's `ip` (default: its first)."""
     proc = subprocess.Popen(["ip", "netns", "exec", lab.public, "turnserver", "-S", "-n",
-                             "--no-cli", "--no-tls", "--no-dtls", "-L", lab.public_ip, "-p",
+                             "--no-cli", "--no-tls", "--no-dtls", "-L", ip or lab.public_ip, "-p",
                              str(STUN_PORT), "--log-file", "stdout"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 20
