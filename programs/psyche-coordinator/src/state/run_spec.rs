@@ -22,3 +22,6 @@ impl RunSpec {
     /// Account size including the discriminator.
     pub const SPACE: usize = 8 + Self::INIT_SPACE;
 }
+
+// created by the program (`init_if_needed`): a CPI may allocate at most 10 KiB
+const _: () = assert!(RunSpec::SPACE <= 10_240);
