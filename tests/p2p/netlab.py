@@ -75,10 +75,11 @@ def sh(*cmd, ns=None, input=None):
 class Lab:
     """The namespaces of one test; `close()` (or the context manager) removes them all."""
 
-    def __init__(self, delay_ms=0, loss_pct=0.0):
+    def __init__(self, delay_ms=0, loss_pct=0.0, rate=None):
         n = os.getpid() % 200 + 20 + next(_COUNTER)  # a /16 of its own per lab
         self.prefix, self.net = f"pl{os.getpid() % 10000}x{n}", n
         self.delay_ms, self.loss_pct = delay_ms, loss_pct
+        self.rate = rate  # e.g. "1gbit": each home link shaped so, both ways (tbf)
         self.public = f"{self.prefix}-pub"
         self.public_ip = f"10.{n}.0.1"
         self.namespaces = []
@@ -136,6 +137,10 @@ class Lab:
         self._add_ns(router)
         up, wan = f"{self.prefix}u{i}", "wan"
         self._link(self.public, up, router, wan)
+        if self.rate:
+            for ns, dev in ((self.public, up), (router, wan)):
+                sh("tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", self.rate, "burst",
+                   "1mb", "latency", "100ms", ns=ns)
         sh("ip", "addr", "add", f"10.{n}.{i}.1/24", "dev", up, ns=self.public)
         sh("ip", "link", "set", up, "up", ns=self.public)
         sh("ip", "addr", "add", f"10.{n}.{i}.2/24", "dev", wan, ns=router)
@@ -161,6 +166,21 @@ class Lab:
             sh("ip", "route", "add", "default", "via", f"192.168.{i}.1", ns=host)
             out.append(host)
         return out
+
+    def router(self, i: int) -> str:
+        """The namespace of home i's router (its internet side is 10.N.i.2)."""
+        return f"{self.prefix}-r{i}"
+
+    def forward_port(self, i: int, port: int, host_ip: str) -> None:
+        """Home i's router forwards TCP `port` on its internet side to `host_ip` (a port
+        forwarded by hand, as a contributor may do)."""
+        sh("nft", "-f", "-", ns=self.router(i), input=f"""table ip nat {{
+  chain prerouting {{
+    type nat hook prerouting priority dstnat; policy accept;
+    iifname "wan" tcp dport {port} dnat to {host_ip}:{port}
+  }}
+}}
+""")
 
     def address(self, host) -> str:
         """A home host's own (private) address."""
