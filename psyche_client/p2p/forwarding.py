@@ -81,7 +81,7 @@ class ResultForwarding:
                     continue
                 self._remember(key)
                 self._deliver(result)
-                await self._forward(key, result, msg)
+                await self._forward(key, result)
                 return
         finally:
             # given up until another announcer shows up (then fetched again), or done
@@ -89,7 +89,7 @@ class ResultForwarding:
             if key in self._seen:
                 self._heard.pop(key, None)
 
-    async def _forward(self, key, result, msg) -> None:
+    async def _forward(self, key, result) -> None:
         blob = self._keep(result.payload)
         heard = self._heard.get(key, set())
         sent = await self.node.announce(self._announcement(result, blob), exclude=heard)
