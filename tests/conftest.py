@@ -55,3 +55,21 @@ def iroh_relay():
         pytest.fail(str(e))
     with start_relay() as url:
         yield url
+
+
+@pytest.fixture
+def nat_lab():
+    """Network namespaces for the NAT tests (tests/p2p/netlab.py): an internet and home links
+    with 50 ms of delay and 1 % loss each way; removed afterwards. Skips only where namespaces
+    cannot be made; a missing STUN server (coturn) fails by name."""
+    import shutil
+
+    from tests.p2p import netlab
+    why = netlab.available()
+    if why is not None:
+        pytest.skip(f"no network namespaces here: {why}")
+    if shutil.which("turnserver") is None:
+        pytest.fail("coturn's turnserver is not installed (Debian: apt-get install coturn; "
+                    "scripts/test installs it)")
+    with netlab.Lab(delay_ms=50, loss_pct=1.0) as lab:
+        yield lab

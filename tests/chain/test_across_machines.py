@@ -17,7 +17,6 @@ where network namespaces cannot be made."""
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -28,7 +27,6 @@ import tomli_w
 from tests.chain.localnet import start_localnet
 from tests.integration.harness import Proc
 from tests.integration.test_training import applied_params, read_metrics
-from tests.p2p import netlab
 from tests.p2p.test_nat import P2P_PORT, RELAY_PORT, STUN_PORT, start_stun
 
 pytest.importorskip("torch")
@@ -43,7 +41,10 @@ CLI = ["env", "-u", "PSYCHE_BIND_P2P_HOST", "-u", "PSYCHE_BIND_P2P_PORT", sys.ex
        "psyche_client.cli.solana_client"]
 
 
-def tables(data_url, relay, stun):
+def tables(data_url, data_dir, relay, stun):
+    """The run's state.toml: its token files are `data_dir`'s, served at `data_url`."""
+    def urls(part):
+        return [f"{data_url}/{part}/{f}" for f in sorted(os.listdir(data_dir / part))]
     return {
         "run_id": RUN_ID, "run_seed": 4242,
         "config": dict(warmup_time=180, cooldown_time=2, max_round_train_time=90,
@@ -54,78 +55,59 @@ def tables(data_url, relay, stun):
         "model": dict(vocab_size=256, hidden_size=64, num_layers=2, num_heads=4,
                       num_kv_heads=4, intermediate_size=256, max_seq_len=128),
         "optimizer": dict(kind="distro", warmup_steps=4, chunk=64, topk=32, lr=0.003),
-        "data": dict(kind="http", urls=[f"{data_url}/train/{f}" for f in data_url.files],
-                     heldout_urls=[f"{data_url}/heldout/{f}" for f in data_url.heldout],
+        "data": dict(kind="http", urls=urls("train"), heldout_urls=urls("heldout"),
                      token_size=2, heldout_sequences=16),
         "p2p": dict(relays=[relay], stun=[stun]),
     }
 
 
-class DataUrl(str):
-    files: list
-    heldout: list
-
-
-@pytest.fixture
-def lab():
-    why = netlab.available()
-    if why is not None:
-        pytest.skip(f"no network namespaces here: {why}")
-    if shutil.which("turnserver") is None:
-        pytest.fail("coturn's turnserver is not installed (scripts/test installs it)")
-    with netlab.Lab(delay_ms=50, loss_pct=1.0) as lab:
-        yield lab
-
-
-def in_ns(ns, *cmd, check=True):
+def in_ns(ns, *cmd):
     out = subprocess.run(["ip", "netns", "exec", ns, *cmd], capture_output=True, text=True,
                          timeout=180)
-    if check and out.returncode != 0:
+    if out.returncode != 0:
         raise AssertionError(f"{' '.join(cmd[:3])}: exit {out.returncode}\n{out.stdout}"
                              f"{out.stderr}")
     return out.stdout
 
 
-def test_four_clients_behind_nats_train_to_the_end(lab, tmp_path, data_dir):
+def test_four_clients_behind_nats_train_to_the_end(nat_lab, tmp_path, data_dir):
     from psyche_client.chain.keys import load_keypair
     from psyche_client.p2p.relay_server import start_relay
 
-    (a, d), (b,), (c,) = lab.home("eim", hosts=2), lab.home("eim"), lab.home("sym")
-    chain_ip, relay_ip = lab.public_ip, lab.public_address()
-    lab.block(d, allow=[chain_ip, lab.address(a)])
+    (a, d), (b,), (c,) = nat_lab.home("eim", hosts=2), nat_lab.home("eim"), nat_lab.home("sym")
+    chain_ip, relay_ip = nat_lab.public_ip, nat_lab.public_address()
+    nat_lab.block(d, allow=[chain_ip, nat_lab.address(a)])
 
-    data = subprocess.Popen(["ip", "netns", "exec", lab.public, sys.executable, "-m",
+    data = subprocess.Popen(["ip", "netns", "exec", nat_lab.public, sys.executable, "-m",
                              "psyche_client.cli.data", "serve-http", str(data_dir), "--host",
                              chain_ip, "--port", "8000"], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
-    stun = start_stun(lab, relay_ip)
+    stun = start_stun(nat_lab, relay_ip)
     procs = {}
     try:
         # the default ports, as the README's contributors assume (PubSub = RPC + 1)
-        with start_localnet("--bind-address", chain_ip, netns=lab.public, rpc_port=8899,
+        with start_localnet("--bind-address", chain_ip, netns=nat_lab.public, rpc_port=8899,
                             ws_port=8900) as chain, \
-                start_relay(relay_ip, RELAY_PORT, netns=lab.public) as relay:
+                start_relay(relay_ip, RELAY_PORT, netns=nat_lab.public) as relay:
             rpc = chain.rpc_url
-            url = DataUrl(f"http://{chain_ip}:8000")
-            url.files = sorted(os.listdir(data_dir / "train"))
-            url.heldout = sorted(os.listdir(data_dir / "heldout"))
             state = tmp_path / "state.toml"
-            state.write_text(tomli_w.dumps(tables(url, relay, f"{relay_ip}:{STUN_PORT}")))
+            state.write_text(tomli_w.dumps(tables(f"http://{chain_ip}:8000", data_dir, relay,
+                                                  f"{relay_ip}:{STUN_PORT}")))
             owner = tmp_path / "owner.json"
-            in_ns(lab.public, *CLI, "new-keypair", str(owner))
-            in_ns(lab.public, *CLI, "airdrop", "--rpc", rpc, "--keypair", str(owner),
+            in_ns(nat_lab.public, *CLI, "new-keypair", str(owner))
+            in_ns(nat_lab.public, *CLI, "airdrop", "--rpc", rpc, "--keypair", str(owner),
                   "--sol", "100")
-            in_ns(lab.public, *CLI, "create-run", "--rpc", rpc, "--keypair", str(owner),
+            in_ns(nat_lab.public, *CLI, "create-run", "--rpc", rpc, "--keypair", str(owner),
                   "--state", str(state))
             keys = {}
             for n in "abcd":
                 keys[n] = tmp_path / f"{n}.json"
-                in_ns(lab.public, *CLI, "new-keypair", str(keys[n]))
-                in_ns(lab.public, *CLI, "airdrop", "--rpc", rpc, "--keypair", str(owner), "--to",
-                      str(load_keypair(keys[n]).pubkey()), "--sol", "10")
+                in_ns(nat_lab.public, *CLI, "new-keypair", str(keys[n]))
+                in_ns(nat_lab.public, *CLI, "airdrop", "--rpc", rpc, "--keypair", str(owner),
+                      "--to", str(load_keypair(keys[n]).pubkey()), "--sol", "10")
             ids = {n: bytes(load_keypair(keys[n]).pubkey()).hex() for n in keys}
-            extra = {"a": ["--p2p-peer", f"{ids['d']}@{lab.address(d)}:{P2P_PORT}"],
-                     "d": ["--p2p-peer", f"{ids['a']}@{lab.address(a)}:{P2P_PORT}"]}
+            extra = {"a": ["--p2p-peer", f"{ids['d']}@{nat_lab.address(d)}:{P2P_PORT}"],
+                     "d": ["--p2p-peer", f"{ids['a']}@{nat_lab.address(a)}:{P2P_PORT}"]}
             metrics = {n: tmp_path / f"{n}.jsonl" for n in keys}
             for n, host in zip("abcd", (a, b, c, d)):
                 procs[n] = Proc(f"client-{n}", [

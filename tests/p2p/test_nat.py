@@ -9,7 +9,6 @@ names it."""
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -23,18 +22,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RELAY_PORT, STUN_PORT, P2P_PORT = 3340, 3478, 29400
-
-
-@pytest.fixture
-def lab():
-    why = netlab.available()
-    if why is not None:
-        pytest.skip(f"no network namespaces here: {why}")
-    if shutil.which("turnserver") is None:
-        pytest.fail("coturn's turnserver is not installed (Debian: apt-get install coturn; "
-                    "scripts/test installs it)")
-    with netlab.Lab(delay_ms=50, loss_pct=1.0) as lab:
-        yield lab
 
 
 def start_stun(lab, ip=None):
@@ -72,17 +59,17 @@ def run_peers(lab, hosts, args, seconds=30):
     return ids, out
 
 
-def test_nat_kinds_end_direct_or_relayed_and_forwarding_reaches_a_cut_off_peer(lab):
+def test_nat_kinds_end_direct_or_relayed_and_forwarding_reaches_a_cut_off_peer(nat_lab):
     from psyche_client.p2p.relay_server import start_relay
 
-    (a, d), (b,), (c,) = lab.home("eim", hosts=2), lab.home("eim"), lab.home("sym")
-    addr_a, addr_d = lab.address(a), lab.address(d)
-    lab.block(d, allow=[addr_a])  # D reaches A, and nothing else: not the relay, not B or C
-    stun = start_stun(lab)
+    (a, d), (b,), (c,) = nat_lab.home("eim", hosts=2), nat_lab.home("eim"), nat_lab.home("sym")
+    addr_a, addr_d = nat_lab.address(a), nat_lab.address(d)
+    nat_lab.block(d, allow=[addr_a])  # D reaches A, and nothing else: not the relay, not B or C
+    stun = start_stun(nat_lab)
     try:
-        with start_relay(lab.public_ip, RELAY_PORT, netns=lab.public) as relay:
-            common = ["--relay", relay, "--stun", f"{lab.public_ip}:{STUN_PORT}"]
-            ids, results = run_peers(lab, [a, b, c, d], [
+        with start_relay(nat_lab.public_ip, RELAY_PORT, netns=nat_lab.public) as relay:
+            common = ["--relay", relay, "--stun", f"{nat_lab.public_ip}:{STUN_PORT}"]
+            ids, results = run_peers(nat_lab, [a, b, c, d], [
                 [*common, "--known", "{3}@" + f"{addr_d}:{P2P_PORT}"],
                 common, common,
                 ["--relay", relay, "--known", "{0}@" + f"{addr_a}:{P2P_PORT}"]])
@@ -92,9 +79,9 @@ def test_nat_kinds_end_direct_or_relayed_and_forwarding_reaches_a_cut_off_peer(l
     (ia, ib, ic, _), (ra, rb, rc, rd) = ids, results
     print(json.dumps(results, indent=1))
     # each learnt its router's public address; the EIM routers kept the port
-    assert ra["public"] == f"10.{lab.net}.1.2:{P2P_PORT}"
-    assert rb["public"] == f"10.{lab.net}.2.2:{P2P_PORT}"
-    assert rc["public"] and rc["public"].startswith(f"10.{lab.net}.3.2:")
+    assert ra["public"] == f"10.{nat_lab.net}.1.2:{P2P_PORT}"
+    assert rb["public"] == f"10.{nat_lab.net}.2.2:{P2P_PORT}"
+    assert rc["public"] and rc["public"].startswith(f"10.{nat_lab.net}.3.2:")
     assert ra["paths"][ib] == rb["paths"][ia] == "direct", (ra, rb)
     for r, other in ((ra, ic), (rb, ic), (rc, ia), (rc, ib)):
         assert r["paths"][other] == "relay", r
