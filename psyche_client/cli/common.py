@@ -130,6 +130,7 @@ def run_client(run_id, identity, make_backend, where, bind_p2p_port, bind_p2p_ho
     from ..client.leaving import RunIsFull, install_exit_signals
     from ..p2p.errors import P2PError
     from ..p2p.transport import make_transport
+    from ..training.spec import parse_stun_server
 
     configure_logging(f"[{identity.public.hex()[:8]}] ")
     problem = check_data_parallelism(data_parallelism, device)
@@ -150,9 +151,11 @@ def run_client(run_id, identity, make_backend, where, bind_p2p_port, bind_p2p_ho
         known.setdefault(pid.lower(), []).append(addr)
     if (stun or known) and p2p_kind != "iroh":
         fail("--stun and --p2p-peer are the iroh transport's: leave them out with --p2p ws")
-    bad = [s for s in stun if ":" not in s or not s.rpartition(":")[2].isdigit()]
-    if bad:
-        fail(f"--stun {bad[0]!r}: expected host:port")
+    for server in stun:
+        try:
+            parse_stun_server(server)
+        except ValueError as e:
+            fail(f"--stun: {e}")
     if p2p_kind == "ws" and bind_p2p_host in ("0.0.0.0", "::"):
         fail("--p2p ws tells peers its bind address: give --bind-p2p-host the address they "
              "reach (127.0.0.1 on one machine)")

@@ -16,17 +16,9 @@ import logging
 
 import aiostun
 
+from ..training.spec import parse_stun_server
+
 logger = logging.getLogger(__name__)
-
-
-def parse_server(server: str) -> tuple:
-    """"host:port" (port 3478 when left out) -> (host, port); ValueError otherwise."""
-    host, sep, port = server.rpartition(":")
-    if not sep:
-        host, port = server, "3478"
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"STUN server {server!r}: expected host:port")
-    return host, int(port)
 
 
 async def public_address(servers, local_port: int, timeout: float = 2.0):
@@ -34,7 +26,7 @@ async def public_address(servers, local_port: int, timeout: float = 2.0):
     answers sees them, or None when none does. The socket is closed again before it returns,
     so the caller can bind the port."""
     for server in servers:
-        host, port = parse_server(server)
+        host, port = parse_stun_server(server)
         try:
             client = aiostun.Client(host=host, port=port, local_addr="0.0.0.0",
                                     local_port=local_port, timeout=timeout)

@@ -191,6 +191,15 @@ class CheckpointSpec:
         return self
 
 
+def parse_stun_server(server: str) -> tuple:
+    """"host:port" -> (host, port); ValueError otherwise. The one check of a STUN server's
+    address: the spec's [p2p] stun, --stun and the STUN client (p2p/stun.py) use it."""
+    host, sep, port = server.rpartition(":") if isinstance(server, str) else ("", "", "")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"STUN server {server!r}: expected host:port")
+    return host, int(port)
+
+
 @dataclass(frozen=True)
 class P2PSpec:
     """How the run's clients reach each other: the iroh relays they all use (a client's own
@@ -203,15 +212,14 @@ class P2PSpec:
         if not all(isinstance(r, str) and r.split("://")[0] in ("http", "https")
                    and len(r.split("://", 1)) == 2 and r.split("://", 1)[1] for r in self.relays):
             raise SpecError("p2p.relays must be a list of http:// or https:// relay URLs")
-        if not isinstance(self.stun, tuple) or not all(
-                isinstance(s, str) and _host_port(s) for s in self.stun):
-            raise SpecError('p2p.stun must be a list of "host:port" STUN servers')
+        try:
+            if not isinstance(self.stun, tuple):
+                raise ValueError
+            for s in self.stun:
+                parse_stun_server(s)
+        except ValueError:
+            raise SpecError('p2p.stun must be a list of "host:port" STUN servers') from None
         return self
-
-
-def _host_port(text: str) -> bool:
-    host, sep, port = text.rpartition(":")
-    return bool(sep and host and port.isdigit() and 0 < int(port) < 65536)
 
 
 @dataclass(frozen=True)
