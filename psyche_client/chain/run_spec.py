@@ -3,6 +3,8 @@ SHA-256 in the coordinator state (`spec_hash`, set with `update`). A client read
 trains only a spec whose bytes hash to the state's; a zero hash means the run declares no
 model (simulated training)."""
 
+import hashlib
+
 from psyche_coordinator_core.constants import ZERO_HASH
 
 from ..training.spec import RunSpec, SpecError
@@ -31,17 +33,17 @@ async def fetch_run_spec(c: Coordinator, run_id: str):
     if raw is None:
         raise RunSpecError(f"run {run_id!r} names spec {named[:16]} but has no spec account: "
                            "its creator has not written it (`set-spec`)")
-    spec = None
-    try:
-        spec = RunSpec.from_canonical_bytes(raw)
-    except SpecError as e:
-        problem = str(e)
-    if spec is None or spec.spec_hash() != state.spec_hash:
-        problem = "" if spec is None else "they hash to " + spec.spec_hash().hex()[:16]
+    got = hashlib.sha256(raw).digest()
+    if got != state.spec_hash:
         raise RunSpecError(
             f"run {run_id!r} names spec {named[:16]}, but its spec account's {len(raw)} bytes "
-            f"are not it ({problem or 'not a spec'}): its creator is rewriting it; retry once "
-            "`set-spec` has finished")
+            f"hash to {got.hex()[:16]}: its creator is rewriting it; retry once `set-spec` has "
+            "finished")
+    try:
+        spec = RunSpec.from_canonical_bytes(raw)  # canonical: its hash is the bytes' hash
+    except SpecError as e:
+        raise RunSpecError(f"run {run_id!r}'s spec {named[:16]} is not a spec this client "
+                           f"reads: {e}") from None
     return state.spec_hash, spec
 
 
