@@ -11,6 +11,8 @@ import ipaddress
 import json
 import logging
 import socket
+import time
+from collections import deque
 
 from psyche_coordinator_core.ops_json import loads as read_json
 
@@ -24,6 +26,12 @@ import iroh  # noqa: E402  (after the fast path is in place)
 
 ANNOUNCE_ALPN = b"psyche/announce/1"
 MAX_ANNOUNCEMENT = 64 << 10
+# An announcement a peer did not take (no path yet, a lost handshake) waits in that peer's
+# outbox and is sent again, oldest first, for ANNOUNCE_RETRY_SECONDS: about two rounds, after
+# which a result is of no use. At most OUTBOX_LIMIT wait per peer (the oldest leave first).
+ANNOUNCE_RETRY_SECONDS = 60.0
+OUTBOX_LIMIT = 256
+RETRY_FIRST, RETRY_MAX = 0.5, 8.0  # seconds between tries of a peer, doubling
 
 _REPLY_OK, _REPLY_BAD_REQUEST, _REPLY_FAILED = 0, 2, 3
 MAX_REASON = 200  # bytes of a refusal's reason that travel back
@@ -84,7 +92,7 @@ class IrohNode:
     def __init__(self, own_id_hex=None, on_announcement=None, host="127.0.0.1", port=0,
                  secret_key: bytes = None, relay_url: str = None, max_blob_size=DEFAULT_MAX_BLOB,
                  timeout=10.0, store: BlobStore = None, close_timeout=1.0, stun=(),
-                 known_addrs=None):
+                 known_addrs=None, retry_for=ANNOUNCE_RETRY_SECONDS):
         self.own = own_id_hex
         self.on_announcement = on_announcement  # called with each announcement dict
         self.host, self.port = host, port
@@ -106,6 +114,8 @@ class IrohNode:
         self._dialing = {}  # (endpoint id hex, alpn) -> Future of a Connection
         self._tasks = set()
         self._protocols = {}  # alpn -> (handler, max_request) for request/reply protocols
+        self.retry_for = retry_for  # seconds an announcement a peer missed is sent again
+        self._outbox = {}  # endpoint id hex -> deque of (expiry, bytes) the peer has not taken
         self.endpoint = None
         self.endpoint_id = None
 
@@ -160,14 +170,17 @@ class IrohNode:
         self.endpoint_id = str(self.endpoint.id())
         if self.public_addr:
             await self.endpoint.add_external_addr(self.public_addr)
-        if self.relay_url:  # let the ticket carry the home relay when it is reachable
-            try:
-                await asyncio.wait_for(self.endpoint.online(), self.timeout)
-            except asyncio.TimeoutError:
-                logger.warning("relay %s not reached in %ss; going on without it",
-                               self.relay_url, self.timeout)
         self._spawn(self._accept_loop())
+        if self.relay_url:  # not awaited: a client its firewall keeps from the relay (one that
+            self._spawn(self._await_relay())  # reaches a peer only) must not wait on it
         return self.addr()
+
+    async def _await_relay(self) -> None:
+        try:
+            await asyncio.wait_for(self.endpoint.online(), self.timeout)
+        except asyncio.TimeoutError:
+            logger.warning("relay %s not reached in %ss; peers reach this client directly "
+                           "only", self.relay_url, self.timeout)
 
     async def _ask_stun(self) -> None:
         """Fix the port (a free one when 0) and learn its public address from a STUN server."""
@@ -218,6 +231,13 @@ class IrohNode:
             raise P2PError(f"not a p2p id (64 hex digits): {p2p_id!r}: {e}") from None
         return iroh.EndpointAddr(key, self.relay_url, self.known_addrs.get(p2p_id, []))
 
+    def _with_relay(self, addr):
+        """A ticket made before its endpoint had reached the relay names none: the run's relay
+        (ours) is its relay too."""
+        if addr.relay_url() or not self.relay_url:
+            return addr
+        return iroh.EndpointAddr(addr.id(), self.relay_url, addr.direct_addresses())
+
     def set_peers(self, peers: dict) -> None:
         """{p2p id hex: ticket, or None when only its key is known (then reached through the
         relay and its `known_addrs`; left out without either)}; ourselves and unparsable
@@ -234,7 +254,7 @@ class IrohNode:
                 a = self._addrs[k]
             else:
                 try:
-                    a = parse_addr(v) if v else self._by_key(k)
+                    a = self._with_relay(parse_addr(v)) if v else self._by_key(k)
                 except P2PError as e:
                     logger.warning("peer %s: %s", k, e)
                     continue
@@ -328,15 +348,61 @@ class IrohNode:
     # announcements
     async def announce(self, msg: dict, exclude=()) -> int:
         """Push a JSON-able dict to every known peer but those in `exclude` (p2p ids hex);
-        returns how many acknowledged it (within the node's timeout, which bounds the call)."""
+        returns how many acknowledged it (within the node's timeout, which bounds the call).
+        A peer that did not is sent it again later (its outbox), as is every announcement
+        after it while that peer's outbox is not empty, so that each peer gets them in order."""
         data = json.dumps(msg, separators=(",", ":")).encode()
         if len(data) > MAX_ANNOUNCEMENT:
             raise P2PError(f"announcement of {len(data)} bytes exceeds {MAX_ANNOUNCEMENT}")
         addrs = [a for p, a in self._addrs.items() if p not in exclude]
-        sent = await asyncio.gather(*(self._announce_to(a, data) for a in addrs))
+        sent = await asyncio.gather(*(self._announce_or_queue(a, data) for a in addrs))
         return sum(sent)
 
-    async def _announce_to(self, addr, data) -> bool:
+    async def _announce_or_queue(self, addr, data) -> bool:
+        ep = str(addr.id())
+        if ep in self._outbox:  # its retry loop is on: behind the ones waiting
+            self._queue(ep, data)
+            return False
+        sent = await self._announce_to(addr, data)
+        if sent is None:
+            self._queue(ep, data)
+        return bool(sent)
+
+    def _queue(self, ep, data) -> None:
+        if self.retry_for <= 0 or self.endpoint is None:
+            return
+        box = self._outbox.get(ep)
+        if box is None:
+            box = self._outbox[ep] = deque(maxlen=OUTBOX_LIMIT)
+            self._spawn(self._retry(ep, box))
+        box.append((time.monotonic() + self.retry_for, data))
+
+    async def _retry(self, ep, box) -> None:
+        """Sends a peer's outbox, oldest first, trying again with a doubling wait while the
+        peer does not take them; ends when the outbox is empty or the peer left."""
+        wait = RETRY_FIRST
+        try:
+            while True:
+                while box and box[0][0] < time.monotonic():
+                    box.popleft()  # stale: the round it was for is over
+                addr = self._by_endpoint.get(ep)
+                if not box or addr is None:
+                    return
+                await asyncio.sleep(wait)
+                while box:
+                    sent = await self._announce_to(addr, box[0][1])
+                    if sent is None:
+                        wait = min(wait * 2, RETRY_MAX)
+                        break
+                    box.popleft()  # taken, or refused for good (another version)
+                    wait = RETRY_FIRST
+        finally:
+            if self._outbox.get(ep) is box:
+                del self._outbox[ep]
+
+    async def _announce_to(self, addr, data):
+        """True when the peer took it; None when it may take it later (no path, a timeout);
+        False when it never will (another protocol version)."""
         async def push(conn):
             s = await conn.open_uni()
             await s.write_all(data)
@@ -345,18 +411,18 @@ class IrohNode:
 
         try:
             return await asyncio.wait_for(self._on_connection(addr, ANNOUNCE_ALPN, push),
-                                          self.timeout)
+                                          self.timeout) or None
         except asyncio.TimeoutError:
             logger.debug("announce to %s: timed out", addr.id())
             self._forget(addr, ANNOUNCE_ALPN)
-            return False
+            return None
         except iroh.IrohError as e:
             mismatch = protocol_mismatch(e, addr.id(), ANNOUNCE_ALPN)
             if mismatch is not None:
                 logger.warning("announce: %s", mismatch)
-            else:
-                logger.debug("announce to %s: %r", addr.id(), e)
-            return False
+                return False
+            logger.debug("announce to %s: %r", addr.id(), e)
+            return None
 
     # blobs
     def add(self, data) -> str:

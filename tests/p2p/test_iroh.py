@@ -117,6 +117,44 @@ def test_three_nodes_exchange_announcements():
     run(main())
 
 
+def test_an_announcement_a_peer_missed_reaches_it_once_it_is_up():
+    """A peer known by key and address but not listening yet (a client that starts later, a
+    path not up) gets what was announced while it was away, in order, once it is up; what
+    waited longer than retry_for is dropped."""
+    import socket
+
+    async def main():
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        key = Identity(os.urandom(32))
+        b_id = key.public.hex()
+        a = IrohNode("a", timeout=1, known_addrs={b_id: [f"127.0.0.1:{port}"]}, retry_for=6)
+        inbox = []
+        b = IrohNode(b_id, on_announcement=inbox.append, port=port,
+                     secret_key=bytes(key._key), timeout=10)
+        try:
+            await a.start()
+            a.set_peers({b_id: None})
+            assert await a.announce({"n": 0}) == 0  # nobody listens there yet
+            assert await a.announce({"n": 1}) == 0  # queued behind n=0, not tried on its own
+            assert len(a._outbox[b.own]) == 2
+            await b.start()
+            await until(lambda: len(inbox) == 2)
+            assert [m["n"] for m in inbox] == [0, 1]
+            await until(lambda: b.own not in a._outbox)  # acknowledged: the retry loop ended
+            assert await a.announce({"n": 2}) == 1  # straight to it again
+            await b.close()
+            assert await a.announce({"n": 3}) == 0
+            await asyncio.sleep(6 + 1)  # past retry_for: dropped, and the loop ends
+            await until(lambda: b.own not in a._outbox)
+        finally:
+            await a.close()
+            await b.close()
+        assert [m["n"] for m in inbox] == [0, 1, 2]
+    run(main())
+
+
 def test_blob_fetch_verify_and_errors():
     async def main():
         nodes, _ = await started(2, max_blob_size=1 << 20)
@@ -319,6 +357,25 @@ def test_set_peers_skips_self_and_bad_tickets():
                          "empty": ""})
             assert list(a.peers) == ["p1"]
             assert await a.announce({"n": 1}) == 1
+        finally:
+            await closed(nodes)
+    run(main())
+
+
+def test_a_ticket_without_a_relay_gets_the_runs_relay():
+    """A client does not wait for the relay before it gives out its ticket (one cut off from
+    the relay would wait the whole timeout), so a ticket may name no relay: a peer that has the
+    run's relay dials through that one too, beside the ticket's direct addresses."""
+    async def main():
+        nodes, _ = await started(1)
+        ticket = nodes[0].addr()
+        try:
+            assert iroh_node.parse_addr(ticket).relay_url() is None
+            a = IrohNode("a", relay_url="http://10.0.0.1:3340")  # the run's relay
+            a.set_peers({"p0": ticket})
+            dialled = a._resolve("p0")
+            assert dialled.relay_url() == "http://10.0.0.1:3340"
+            assert dialled.direct_addresses() == iroh_node.parse_addr(ticket).direct_addresses()
         finally:
             await closed(nodes)
     run(main())

@@ -86,9 +86,11 @@ def test_nat_kinds_end_direct_or_relayed_and_forwarding_reaches_a_cut_off_peer(n
     for r, other in ((ra, ic), (rb, ic), (rc, ia), (rc, ib)):
         assert r["paths"][other] == "relay", r
     assert rd["paths"][ia] == "direct" and rd["paths"][ib] is rd["paths"][ic] is None, rd
-    # everyone got nearly all of everyone's results: D's, and those to D, only through A
+    # everyone got everyone's results (D's, and those to D, only through A), missed ones sent
+    # again once a path was up; but for the last two, which a peer that started a little later
+    # may publish after the receiver stopped counting (5 s after its own last one)
     published = {r["id"]: r["published"] for r in results}
     for r in results:
         for trainer in set(ids) - {r["id"]}:
-            assert r["received"].get(trainer, 0) >= 0.8 * published[trainer], (trainer, r)
+            assert r["received"].get(trainer, 0) >= published[trainer] - 2, (trainer, r)
     assert ra["forwarded"] > 0
