@@ -9,7 +9,9 @@ import tomli_w
 
 from ..data.corpus import stdlib_docstrings
 from ..data.http_server import serve_directory
-from ..data.token_files import write_tokens
+from ..data.manifest import DEFAULT_CHUNK_BYTES, MANIFEST_NAME, build_manifest
+from ..data.provider import DataError
+from ..data.token_files import EXTENSIONS, write_tokens
 from ..data.tokenizer import BpeTokenizer, ByteTokenizer
 from .common import fail
 
@@ -63,6 +65,41 @@ def tokenize(input_path, out, tokenizer, vocab_size, held_out, seq_len):
     click.echo(f"{len(ids):,} tokens ({tok.vocab_size} ids, {len(text.encode()) / len(ids):.2f} "
                f"bytes/token) in {time.time() - t0:.1f} s: {cut:,} train, {len(ids) - cut:,} "
                f"held out, in {out}")
+    digest = write_manifest(out, sorted((out / "train").glob("*.bin"))
+                            + sorted((out / "heldout").glob("*.bin")), DEFAULT_CHUNK_BYTES)
+    click.echo(f"data manifest {out / MANIFEST_NAME}: sha256 {digest}")
+
+
+@main.command("manifest", help="Hash token files in chunks into DIR/manifest.json, the data "
+              "manifest a run spec pins ([data] manifest and manifest_sha256): clients check "
+              "every chunk they read against it. Files are named relative to DIR; give the "
+              "token files (or directories of them) under DIR, default every .bin, .ds and "
+              ".npy file below it. Prints the manifest's sha256.")
+@click.argument("directory", type=click.Path(exists=True, file_okay=False))
+@click.argument("files", nargs=-1, type=click.Path(exists=True))
+@click.option("--chunk-kib", type=click.IntRange(1, 1 << 20), default=DEFAULT_CHUNK_BYTES >> 10,
+              show_default=True, help="Chunk size: a client reads (and over HTTP fetches) whole "
+              "chunks; more chunks make a larger manifest.")
+def manifest(directory, files, chunk_kib):
+    root = Path(directory)
+    picked = [Path(f) for f in files] or [root]
+    paths = sorted({p for f in picked for p in ([f] if f.is_file() else f.rglob("*"))
+                    if p.is_file() and p.suffix in EXTENSIONS})
+    if not paths:
+        fail(f"no token files ({', '.join(EXTENSIONS)}) under {', '.join(map(str, picked))}")
+    digest = write_manifest(root, paths, chunk_kib << 10)
+    click.echo(f"data manifest {root / MANIFEST_NAME}: sha256 {digest}")
+
+
+def write_manifest(root: Path, paths, chunk_bytes) -> str:
+    def progress(name, size):
+        click.echo(f"hashed {name} ({size:,} bytes)", err=True)
+    try:
+        m = build_manifest(root, paths, chunk_bytes, progress)
+    except DataError as e:
+        fail(str(e))
+    (root / MANIFEST_NAME).write_bytes(m.to_bytes())
+    return m.sha256()
 
 
 @main.command("serve-http", help="Serve a directory of token files over HTTP with byte ranges.")

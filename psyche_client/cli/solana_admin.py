@@ -117,10 +117,45 @@ def spec_file(path, st):
     if spec is not None and spec.data.kind == "server":
         fail(f"{path}: [data] kind = \"server\" needs the centralized server; on a chain use "
              "\"local\" or \"http\"")
+    if spec is not None and spec.data.kind in ("local", "http"):
+        spec = pin_data(path, spec)
     if spec is not None and len(spec.canonical_bytes()) > RUN_SPEC_MAX_LEN:
         fail(f"{path}: the run spec is {len(spec.canonical_bytes())} bytes as JSON, at most "
              f"{RUN_SPEC_MAX_LEN} fit in its account (fewer data URLs?)")
     return spec
+
+
+def pin_data(path, spec):
+    """The spec with its data manifest's hash filled in (read from the manifest when the file
+    leaves it out; checked against it when it gives one); warns when it names no manifest."""
+    import hashlib
+    from dataclasses import replace
+
+    from ..data.manifest import ManifestUnreachable, parse_manifest, read_manifest
+    from ..data.provider import DataError
+
+    d = spec.data
+    if not d.manifest:
+        click.echo(f"warning: {path} names no data manifest ([data] manifest): clients cannot "
+                   "check that they read the same tokens (psyche-data manifest makes one)",
+                   err=True)
+        return spec
+    try:
+        raw = read_manifest(d.manifest)
+        parse_manifest(raw, d.manifest_sha256 or None)
+    except ManifestUnreachable as e:
+        if not d.manifest_sha256:
+            fail(f"{path}: {e}; give its hash as [data] manifest_sha256, or run create-run "
+                 "where it can be read")
+        click.echo(f"warning: {e}; its hash is taken as given", err=True)  # clients may reach it
+        return spec
+    except DataError as e:  # malformed, or not the manifest the file pins
+        fail(f"{path}: {e}")
+    if d.manifest_sha256:
+        return spec
+    digest = hashlib.sha256(raw).hexdigest()
+    click.echo(f"data manifest {d.manifest}: sha256 {digest}, pinned in the run spec", err=True)
+    return replace(spec, data=replace(d, manifest_sha256=digest))
 
 
 async def publish_spec(s, spec) -> list:

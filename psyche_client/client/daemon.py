@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from psyche_coordinator_core import CoordinatorError, RoundCommittee, RunState
 
 from ..backends.base import BackendError, FatalBackendError
+from ..data.manifest import DataHashMismatch, ManifestError
 from ..training.errors import ModelUnavailable
 from .actions import (
     Action,
@@ -249,7 +250,8 @@ class ClientDaemon:
         try:
             digest = await self._in_worker(self.trainer.prepare, epoch, self.sm.state,
                                            fetch_snapshot)
-        except ModelUnavailable as e:  # training anyway would only publish diverged results
+        except (ModelUnavailable, DataHashMismatch, ManifestError) as e:
+            # training anyway would only publish diverged results, or ones of other data
             log.error("cannot take part: %s", e)
             self._stop.set()
             return
@@ -318,6 +320,10 @@ class ClientDaemon:
     async def _train(self, step, batch):
         try:
             payload = await self._in_worker(self.trainer.train, step, batch, self.sm.state)
+        except (DataHashMismatch, ManifestError) as e:  # not the run's data: no retry helps
+            log.error("cannot take part: %s", e)
+            self._stop.set()
+            return
         except Exception as e:
             log.warning("training step %d %s failed: %s: %s", step, batch, type(e).__name__, e)
             return

@@ -148,6 +148,11 @@ class DataSpec:
     heldout_dir: str = ""  # local token files for held-out loss (every client)
     heldout_urls: tuple = ()
     heldout_sequences: int = 32
+    # the data manifest (data/manifest.py): what the tokens are, by chunk hashes. `manifest` is
+    # its URL (kind "http") or path (kind "local"); the token files are named relative to it.
+    # `create-run` fills in manifest_sha256 from the manifest when it is left out
+    manifest: str = ""
+    manifest_sha256: str = ""
 
     def validate(self):
         if self.kind not in ("server", "local", "http", "dummy"):
@@ -160,11 +165,23 @@ class DataSpec:
             raise SpecError("data.urls must list token file URLs")
         if self.token_size not in (2, 4):
             raise SpecError("data.token_size must be 2 or 4")
-        try:
-            if len(bytes.fromhex(self.shuffle_seed)) != 32:
-                raise ValueError
-        except ValueError:
-            raise SpecError("data.shuffle_seed must be 64 hex characters") from None
+        for name in ("shuffle_seed", "manifest_sha256"):
+            value = getattr(self, name)
+            if name == "manifest_sha256" and not value:
+                continue
+            try:
+                if not isinstance(value, str) or len(bytes.fromhex(value)) != 32:
+                    raise ValueError
+            except ValueError:
+                raise SpecError(f"data.{name} must be 64 hex characters") from None
+        if self.manifest_sha256 and not self.manifest:
+            raise SpecError("data.manifest_sha256 without data.manifest: name where it is")
+        if self.manifest and self.kind not in ("local", "http"):
+            raise SpecError('data.manifest is for kind "local" or "http" (token files)')
+        if self.manifest and (self.kind == "http") != self.manifest.startswith(
+                ("http://", "https://")):
+            raise SpecError("data.manifest must be a URL for kind \"http\", a path for "
+                            "kind \"local\"")
         return self
 
 

@@ -30,6 +30,7 @@ from psyche_coordinator_core import CheckpointKind
 
 from ..data.http import HttpDataProvider
 from ..data.local import LocalDataProvider
+from ..data.manifest import ManifestError, load_manifest
 from ..data.tcp import TcpDataProvider
 from .distro import DistroOptimizer, update_signs
 from .errors import ModelUnavailable
@@ -54,18 +55,30 @@ logger = logging.getLogger(__name__)
 def make_provider(spec, run_id, identity, seq_len, heldout=False):
     d = spec.data
     seed = bytes(32) if heldout else bytes.fromhex(d.shuffle_seed)
+    pinned = {}
+    if d.kind in ("local", "http") and (d.heldout_dir or d.heldout_urls or not heldout):
+        if not d.manifest:
+            if not heldout:
+                logger.warning("the run names no data manifest: nothing checks that this "
+                               "client reads the same tokens as the others")
+        elif not d.manifest_sha256:
+            raise ManifestError(f"the run names the data manifest {d.manifest} without its "
+                                "hash (data.manifest_sha256; create-run fills it in)")
+        else:
+            pinned = dict(manifest=load_manifest(d.manifest, d.manifest_sha256),
+                          manifest_location=d.manifest)
     if heldout:
         if d.heldout_dir:
-            return LocalDataProvider(d.heldout_dir, d.token_size, seq_len)
+            return LocalDataProvider(d.heldout_dir, d.token_size, seq_len, **pinned)
         if d.heldout_urls:
-            return HttpDataProvider(list(d.heldout_urls), d.token_size, seq_len)
+            return HttpDataProvider(list(d.heldout_urls), d.token_size, seq_len, **pinned)
         return None
     if d.kind == "server":
         return TcpDataProvider(d.address, run_id, identity, seq_len, d.token_size)
     if d.kind == "local":
-        return LocalDataProvider(d.dir, d.token_size, seq_len, seed)
+        return LocalDataProvider(d.dir, d.token_size, seq_len, seed, **pinned)
     if d.kind == "http":
-        return HttpDataProvider(list(d.urls), d.token_size, seq_len, seed)
+        return HttpDataProvider(list(d.urls), d.token_size, seq_len, seed, **pinned)
     raise ValueError(f"data kind {d.kind!r} has no provider")
 
 

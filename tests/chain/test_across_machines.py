@@ -15,6 +15,7 @@ end, with bit-identical parameters on all four after every applied round, A and 
 path, C relayed, D on its path to A alone (each client logs the paths it used). Skips only
 where network namespaces cannot be made."""
 
+import hashlib
 import json
 import os
 import subprocess
@@ -56,7 +57,7 @@ def tables(data_url, data_dir, relay, stun):
                       num_kv_heads=4, intermediate_size=256, max_seq_len=128),
         "optimizer": dict(kind="distro", warmup_steps=4, chunk=64, topk=32, lr=0.003),
         "data": dict(kind="http", urls=urls("train"), heldout_urls=urls("heldout"),
-                     token_size=2, heldout_sequences=16),
+                     token_size=2, heldout_sequences=16, manifest=f"{data_url}/manifest.json"),
         "p2p": dict(relays=[relay], stun=[stun]),
     }
 
@@ -67,7 +68,7 @@ def in_ns(ns, *cmd):
     if out.returncode != 0:
         raise AssertionError(f"{' '.join(cmd[:3])}: exit {out.returncode}\n{out.stdout}"
                              f"{out.stderr}")
-    return out.stdout
+    return out.stdout + out.stderr
 
 
 def test_four_clients_behind_nats_train_to_the_end(nat_lab, tmp_path, data_dir):
@@ -97,8 +98,12 @@ def test_four_clients_behind_nats_train_to_the_end(nat_lab, tmp_path, data_dir):
             in_ns(nat_lab.public, *CLI, "new-keypair", str(owner))
             in_ns(nat_lab.public, *CLI, "airdrop", "--rpc", rpc, "--keypair", str(owner),
                   "--sol", "100")
-            in_ns(nat_lab.public, *CLI, "create-run", "--rpc", rpc, "--keypair", str(owner),
-                  "--state", str(state))
+            created = in_ns(nat_lab.public, *CLI, "create-run", "--rpc", rpc, "--keypair",
+                            str(owner), "--state", str(state))
+            # the data manifest psyche-data tokenize wrote, pinned by its hash: every client
+            # checks every chunk it reads against it
+            pinned = hashlib.sha256((data_dir / "manifest.json").read_bytes()).hexdigest()
+            assert f"sha256 {pinned}, pinned in the run spec" in created, created
             keys = {}
             for n in "abcd":
                 keys[n] = tmp_path / f"{n}.json"

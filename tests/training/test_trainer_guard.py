@@ -67,3 +67,38 @@ def test_a_model_fetch_outlived_by_its_epoch_gives_up_but_the_client_stays(caplo
     lines = [r.getMessage() for r in caplog.records]
     assert any(f"{EpochOver.__name__}: epoch 3 ended" in ln for ln in lines), lines
     assert not daemon._stop.is_set()  # not "cannot take part": the client stays in the run
+
+
+@pytest.mark.parametrize("where", ["prepare", "train"])
+def test_data_that_is_not_the_runs_stops_the_client(where, caplog):
+    """A manifest of another dataset (at model loading) or a chunk that does not match it (at a
+    training step) cannot get better by retrying: the client stops, saying why; a passing data
+    error (a server that did not answer) at a step only skips that step."""
+    from psyche_client.data.manifest import DataHashMismatch
+    from psyche_client.data.provider import DataError
+
+    def bad(*a):
+        raise DataHashMismatch("train/a.bin: bytes 0..65536 differ from the run's data manifest")
+
+    daemon = ClientDaemon(Identity.generate(), SimpleNamespace(peers=dict),
+                          SimpleNamespace(on_result=None, model_sharing=None), None)
+    daemon.sm.state = SimpleNamespace(epoch=1, clients=[])
+
+    def passing(*a):
+        raise DataError("http://h/a.bin: timed out")
+
+    async def go():
+        if where == "train":
+            daemon.trainer = SimpleNamespace(train=passing)
+            await daemon._train(5, "batch")
+            assert not daemon._stop.is_set()
+            daemon.trainer = SimpleNamespace(train=bad)
+            await daemon._train(6, "batch")
+        else:
+            daemon.trainer = SimpleNamespace(prepare=bad)
+            await daemon._prepare(1)
+
+    with caplog.at_level(logging.INFO, logger="psyche_client.client.daemon"):
+        asyncio.run(go())
+    assert daemon._stop.is_set()
+    assert any("cannot take part: train/a.bin" in r.getMessage() for r in caplog.records)
