@@ -361,6 +361,19 @@ impl Run {
         )
     }
 
+    pub fn free_run_spec(&self, authority: &Pubkey, spill: &Pubkey) -> Instruction {
+        ix(
+            acc::FreeRunSpec {
+                authority: *authority,
+                spill: *spill,
+                coordinator_instance: self.instance,
+                coordinator_account: self.account,
+                run_spec: self.run_spec(),
+            },
+            data::FreeRunSpec {},
+        )
+    }
+
     pub fn authorize_joiner(
         &self,
         payer: &Pubkey,

@@ -390,6 +390,11 @@ class Coordinator:
             "authority": authority, "spill": spill, "coordinator_instance": instance,
             "coordinator_account": account})
 
+    def ix_free_run_spec(self, authority, instance, account, spill):
+        return self._ix("free_run_spec", accounts={
+            "authority": authority, "spill": spill, "coordinator_instance": instance,
+            "coordinator_account": account, "run_spec": self.run_spec_key(instance)})
+
     def ix_authorize_joiner(self, join_authority, instance, grantee):
         return self._ix("authorize_joiner", grantee, accounts={
             "payer": self.payer.pubkey(), "join_authority": join_authority,

@@ -573,12 +573,16 @@ async def revoke(s, grantee):
 @run_command("close-run")
 @pubkey_option("--spill", help="Who receives the rent (default: the signer).")
 async def close_run(s, spill):
-    """Close a halted run (`pause` it first; main authority): free_coordinator closes the
-    instance and the coordinator account and returns their rent to --spill."""
-    dest, lamports = spill or s.me.pubkey(), 0
-    for key in (s.key, s.account):
+    """Close a halted run (`pause` it first; main authority): free_run_spec closes its spec
+    account when it has one, free_coordinator the instance and the coordinator account, in one
+    transaction; their rent goes to --spill."""
+    dest, lamports, ixs = spill or s.me.pubkey(), 0, []
+    spec_key = s.c.run_spec_key(s.key)
+    if await s.c.get_account_data(spec_key) is not None:
+        ixs.append(s.c.ix_free_run_spec(s.me.pubkey(), s.key, s.account, dest))
+    for key in (s.key, s.account, spec_key):
         lamports += (await s.c.client.get_balance(key)).value
-    await s.send(s.c.ix_free_coordinator(s.me.pubkey(), s.key, s.account, dest))
+    await s.send(*ixs, s.c.ix_free_coordinator(s.me.pubkey(), s.key, s.account, dest))
     click.echo(f"closed run {s.run_id!r}: {lamports / LAMPORTS_PER_SOL:g} SOL returned to {dest}")
 
 

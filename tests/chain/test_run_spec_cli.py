@@ -1,6 +1,7 @@
 """The run's spec on chain, through psyche-solana-client against psyche-localnet: create-run
 publishes it, clients read it (no file handed to them), a client whose own spec differs
-refuses, set-spec replaces it only while the run is halted, half-written bytes are refused."""
+refuses, set-spec replaces it only while the run is halted, half-written bytes are refused,
+close-run closes its account."""
 
 import asyncio
 
@@ -98,6 +99,14 @@ def test_the_spec_is_published_read_checked_and_replaced(env):
     cli(env, "set-spec", "--run-id", run, "--state", plain)
     assert show(env, run)["state"]["spec_hash"] == "00" * 32
     assert on_chain(env, lambda c: fetch_run_spec(c, run)) == (bytes(32), None)
+
+    # close-run closes the spec account too (free_run_spec), returning its rent with the run's
+    async def spec_account(c):
+        return await c.get_account_data(c.run_spec_key(c.instance_key(run)))
+    assert on_chain(env, spec_account) is not None
+    assert "closed run" in cli(env, "close-run", "--run-id", run).stdout
+    assert on_chain(env, spec_account) is None
+    assert on_chain(env, lambda c: c.fetch_instance(run)) is None
 
 
 def test_a_spec_that_cannot_be_a_chain_runs_is_refused(env):

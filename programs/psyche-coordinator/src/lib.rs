@@ -211,6 +211,12 @@ pub mod psyche_coordinator {
         free_coordinator::handler(ctx)
     }
 
+    /// Main authority: closes a halted run's spec account (`CloseNotHalted` otherwise) and
+    /// sends its lamports to `spill`; before `free_coordinator`, which closes the instance.
+    pub fn free_run_spec(ctx: Context<FreeRunSpec>) -> Result<()> {
+        free_run_spec::handler(ctx)
+    }
+
     /// Join authority: lets `grantee` join this (permissioned) run.
     pub fn authorize_joiner(ctx: Context<AuthorizeJoiner>, grantee: Pubkey) -> Result<()> {
         authorize_joiner::handler(ctx, grantee)

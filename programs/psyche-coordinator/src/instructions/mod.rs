@@ -12,6 +12,7 @@ pub mod authorize_joiner;
 pub mod checkpoint;
 pub mod evidence;
 pub mod free_coordinator;
+pub mod free_run_spec;
 pub mod health_check;
 #[allow(clippy::large_stack_frames)]
 pub mod init_coordinator;
@@ -36,6 +37,7 @@ pub mod witness;
 
 pub use authorize_joiner::AuthorizeJoiner;
 pub use free_coordinator::FreeCoordinator;
+pub use free_run_spec::FreeRunSpec;
 pub use init_coordinator::{InitCoordinator, RunConfigParams};
 pub use join_run::JoinRunAccounts;
 pub use revoke_joiner::RevokeJoiner;
@@ -50,6 +52,6 @@ pub use update::{CheckpointKindParam, CheckpointParams};
 // Crate-visible only: the state functions are named like the `#[program]` functions and the
 // `handler`s like each other, so a public glob would make those names ambiguous.
 pub(crate) use {
-    authorize_joiner::*, free_coordinator::*, init_coordinator::*, join_run::*, revoke_joiner::*,
+    authorize_joiner::*, free_coordinator::*, free_run_spec::*, init_coordinator::*, join_run::*, revoke_joiner::*,
     run_accounts::*, set_delegates::*, set_run_spec::*, settle_points::*,
 };
