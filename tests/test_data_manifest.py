@@ -223,3 +223,21 @@ def test_create_run_pins_the_manifests_hash_and_refuses_another(data, capsys):
     unpinned = RunSpec(data=DataSpec(kind="local", dir="d"))
     assert pin_data("s", unpinned) is unpinned
     assert "names no data manifest" in capsys.readouterr().err
+
+
+def test_manifest_downloads_are_bounded_and_http_errors_named(tmp_path):
+    from psyche_client.data.fetch import get_bytes
+    from psyche_client.data.provider import DataError
+
+    (tmp_path / "m.json").write_bytes(b"x" * 100)
+    server = serve_directory(tmp_path)
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        assert get_bytes(f"{base}/m.json", 100) == b"x" * 100
+        with pytest.raises(DataError, match="over 99 bytes"):
+            get_bytes(f"{base}/m.json", 99)
+        with pytest.raises(DataError, match="HTTP 404"):
+            load_manifest(f"{base}/nope.json", "00" * 32)
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -4,6 +4,7 @@ created with `psyche-solana-client create-run`, clients on the chain backend."""
 import asyncio
 import logging
 import os
+import socket
 import sys
 import tomllib
 from pathlib import Path
@@ -13,7 +14,7 @@ from solders.keypair import Keypair
 
 from ..chain.keys import load_keypair, save_keypair
 from ..chain.localnet import LocalnetError, command, find_binary, parse_ready
-from .testnet import LOOPBACK_P2P, Testnet, TestnetOptions
+from .testnet import Testnet, TestnetOptions
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,9 @@ def chain_state_file(state_path: Path, workdir: Path) -> Path:
     local = {"kind": "local", "dir": str((state_path.parent / files["dir"]).resolve()),
              "token_size": files.get("token_size", table.get("token_size", 2)),
              "shuffle_seed": files.get("shuffle_seed", "00" * 32)}
+    manifest = Path(local["dir"]).parent / "manifest.json"
+    if manifest.is_file():  # psyche-data tokenize wrote one; create-run pins its hash
+        local["manifest"] = str(manifest.resolve())
     for key in ("heldout_dir", "heldout_sequences"):
         if key in table:
             value = table[key]
@@ -57,6 +61,7 @@ class ChainTestnet(Testnet):
             raise SystemExit(f"error: {e}")
         self.state_file = chain_state_file(opts.state_path, self.workdir)
         self.rpc = self.ws = None
+        self.p2p_ports = {}
 
     def server_cmd(self):
         return command(self.binary)
@@ -105,10 +110,23 @@ class ChainTestnet(Testnet):
         return await self.cli("create-run", "--keypair", str(owner), "--state",
                               str(self.state_file))
 
+    def p2p_port(self, n) -> int:
+        """Client n's p2p port on loopback: picked free once, kept across its restarts, so that
+        the others can be told where it is."""
+        if n not in self.p2p_ports:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                s.bind(("127.0.0.1", 0))
+                self.p2p_ports[n] = s.getsockname()[1]
+        return self.p2p_ports[n]
+
     def client_cmd(self, n):
+        # the spec comes from the chain; each peer is its key on chain at a loopback port that
+        # every client is told (--p2p-peer): no relay, no shared directory
+        peers = [a for m in range(1, self.opts.num_clients + 1) if m != n for a in (
+            "--p2p-peer", f"{bytes(load_keypair(self.keypair(f'client-{m}')).pubkey()).hex()}"
+                          f"@127.0.0.1:{self.p2p_port(m)}")]
         return [*CLI, "train", "--rpc", self.rpc, "--ws", self.ws,
                 "--keypair", str(self.keypair(f"client-{n}")), "--run-id", self.run_id,
-                # the spec comes from the chain; the peers' addresses from this shared directory
-                "--peer-dir", str(self.workdir / "peers"), *LOOPBACK_P2P,
+                "--bind-p2p-host", "127.0.0.1", "--bind-p2p-port", str(self.p2p_port(n)), *peers,
                 "--dummy-training-delay-secs", str(self.opts.dummy_training_delay_secs),
                 "--torch-threads", "1", "--metrics-file", str(self.workdir / f"client-{n}.jsonl")]

@@ -38,3 +38,25 @@ def test_local_testnet_reports_a_server_that_cannot_start():
             capture_output=True, text=True, timeout=180, cwd=ROOT)
     assert out.returncode == 1
     assert "cannot listen" in out.stdout and "server did not start" in out.stdout
+
+
+def test_local_testnet_on_a_chain_needs_no_shared_directory():
+    """`--chain`: psyche-localnet and 3 clients that find each other by their keys on chain at
+    the loopback ports they are told (--p2p-peer): no relay, no peer directory."""
+    from psyche_client.chain.localnet import LocalnetError, find_binary
+    try:
+        find_binary()
+    except LocalnetError as e:
+        pytest.skip(f"psyche-localnet is not built: {e}")
+    out = subprocess.run(
+        [sys.executable, "-m", "psyche_client.cli.local_testnet", "start", "--num-clients", "3",
+         "--config-path", str(ROOT / "config/local"), "--chain",
+         "--dummy-training-delay-secs", "0.3", "--timeout", "400"],
+        capture_output=True, text=True, timeout=480, cwd=ROOT)
+    text = out.stdout + out.stderr
+    assert out.returncode == 0, text[-4000:]
+    assert set(re.findall(r"\[client-(\d)\] .* run finished", text)) == {"1", "2", "3"}
+    # each client reached both others directly, and none was handed a peer directory
+    paths = re.findall(r"\[client-\d\] .* p2p paths: (\w+)=direct, (\w+)=direct", text)
+    assert len(paths) == 3, text[-4000:]
+    assert "peer-dir" not in text

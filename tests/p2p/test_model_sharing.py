@@ -145,6 +145,32 @@ def test_a_tampered_minority_is_outvoted():
     run(main())
 
 
+def test_a_joiner_that_reaches_one_peer_gets_the_model_from_it():
+    """A joiner cut off from all the epoch's clients but one (a firewall, a NAT it cannot
+    punch) takes the snapshot from that one: every client that applied the epoch holds the
+    same content-addressed blob, so any reachable one will do. (The trainer then checks its
+    parameters against the hash the witnesses agreed on, test_snapshot.py.)"""
+    model = trained_model()
+
+    async def main():
+        servers, sharings, joiner = await network(3)
+        try:
+            for s in sharings:
+                good = offer(s, model)
+            await servers[0].close()  # unreachable: the joiner's dials time out
+            await servers[1].close()
+            joiner.timeout = 2
+            fresh, layout, limit = joiner_view()
+            logs = []
+            m, data = await fetch_model(joiner, lambda: ["p0", "p1", "p2"], STEP, layout, limit,
+                                        log=logs.append, timeout=30, request_timeout=2)
+            assert m == good and blob_hash(data) == good.blob
+            assert sum("no manifest from p" in line for line in logs) == 2, logs
+        finally:
+            await closed(servers + [joiner])
+    run(main())
+
+
 def test_bytes_that_do_not_match_the_blob_hash_are_rejected(monkeypatch):
     model = trained_model()
 
