@@ -14,6 +14,7 @@ use solana_signature::Signature;
 use solana_transaction::versioned::VersionedTransaction;
 use solana_transaction_error::TransactionError;
 
+use crate::history::{self, History, TxEntry};
 use crate::ledger::Ledger;
 use crate::native;
 
@@ -45,6 +46,9 @@ pub fn register_program(
 pub const BLOCKHASH_WINDOW: usize = 150;
 /// Slots in an epoch (mainnet's).
 pub const SLOTS_PER_EPOCH: u64 = 432_000;
+/// The fee per signature: LiteSVM's default fee structure (the bank charges it, this names it
+/// for `getTransaction`'s `meta.fee`; a test checks it against a failed transaction's payer).
+pub const LAMPORTS_PER_SIGNATURE: u64 = 5000;
 
 /// What the chain remembers of a processed transaction.
 #[derive(Clone, Debug)]
@@ -67,6 +71,7 @@ pub struct LocalChain {
     order: VecDeque<(Signature, u64)>,
     transaction_count: u64,
     ledger: Option<Ledger>,
+    pub history: History,
 }
 
 impl LocalChain {
@@ -86,6 +91,7 @@ impl LocalChain {
             order: VecDeque::new(),
             transaction_count: 0,
             ledger: None,
+            history: History::default(),
         };
         chain.set_clock(unix_timestamp);
         chain
@@ -114,6 +120,7 @@ impl LocalChain {
         chain.blockhashes = VecDeque::from([(chain.svm.latest_blockhash(), chain.slot)]);
         chain.set_clock(unix_timestamp);
         chain.ledger = Some(ledger);
+        chain.history = History::open(dir, history::LIMIT)?;
         Ok(chain)
     }
 
@@ -194,8 +201,12 @@ impl LocalChain {
         }
     }
 
-    /// Once a slot: make the ledger durable, and compact it when it has grown.
+    /// Once a slot: make the ledger and the history durable, and compact the ledger when it
+    /// has grown.
     fn sync_ledger(&mut self) {
+        if let Err(e) = self.history.sync() {
+            eprintln!("psyche-localnet: history: cannot sync: {e}");
+        }
         let Some(ledger) = self.ledger.as_mut() else {
             return;
         };
@@ -293,7 +304,13 @@ impl LocalChain {
             .filter(|(i, _)| tx.message.is_maybe_writable(*i, None))
             .map(|(_, k)| *k)
             .collect();
-        let result = self.svm.send_transaction(tx);
+        let balances = |svm: &LiteSVM| -> Vec<u64> {
+            keys.iter()
+                .map(|k| svm.get_balance(k).unwrap_or(0))
+                .collect()
+        };
+        let pre_balances = balances(&self.svm);
+        let result = self.svm.send_transaction(tx.clone());
         // Errors found before execution (bad signature, unknown account) do not land.
         let landed = self.svm.get_transaction(&sig).is_some();
         if landed {
@@ -303,6 +320,23 @@ impl LocalChain {
                 Ok(meta) => (None, meta),
                 Err(f) => (Some(f.err.clone()), &f.meta),
             };
+            let entry = TxEntry {
+                slot: self.slot,
+                block_time: self.clock().unix_timestamp,
+                fee: LAMPORTS_PER_SIGNATURE * tx.signatures.len() as u64,
+                post_balances: balances(&self.svm),
+                pre_balances,
+                tx,
+                err: err.clone(),
+                logs: meta.logs.clone(),
+                inner: meta.inner_instructions.clone(),
+                return_data: (!meta.return_data.data.is_empty())
+                    .then(|| (meta.return_data.program_id, meta.return_data.data.clone())),
+                units: meta.compute_units_consumed,
+            };
+            if let Err(e) = self.history.record(entry) {
+                eprintln!("psyche-localnet: history: cannot record {sig}: {e}");
+            }
             self.records.insert(
                 sig,
                 TxRecord {

@@ -155,3 +155,110 @@ pub fn transaction(v: &Value, config: Option<&Value>) -> Result<VersionedTransac
     }
     bincode::deserialize(&bytes).map_err(|e| format!("failed to deserialize transaction: {e}"))
 }
+
+/// How `getTransaction` encodes the transaction: as JSON (the default; `jsonParsed` is
+/// answered as JSON too: nothing here parses instructions), or its bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxFormat {
+    Json,
+    Bytes(Encoding),
+}
+
+impl TxFormat {
+    pub fn from_config(config: Option<&Value>) -> Result<Self, String> {
+        match config
+            .and_then(|c| c.get("encoding"))
+            .and_then(Value::as_str)
+        {
+            None | Some("json") | Some("jsonParsed") => Ok(Self::Json),
+            Some("base64") => Ok(Self::Bytes(Encoding::Base64)),
+            Some("base58") => Ok(Self::Bytes(Encoding::Base58)),
+            Some(other) => Err(format!("unsupported encoding: {other}")),
+        }
+    }
+}
+
+fn compiled(ix: &solana_message::compiled_instruction::CompiledInstruction) -> Value {
+    json!({"programIdIndex": ix.program_id_index, "accounts": ix.accounts,
+           "data": bs58::encode(&ix.data).into_string(), "stackHeight": null})
+}
+
+/// A transaction as validators encode it for `getTransaction` and `getBlock`.
+fn ui_transaction(tx: &VersionedTransaction, format: TxFormat) -> Value {
+    use solana_message::VersionedMessage;
+    let bytes = || bincode::serialize(tx).expect("a transaction serializes");
+    match format {
+        TxFormat::Bytes(Encoding::Base64) => json!([B64.encode(bytes()), "base64"]),
+        TxFormat::Bytes(Encoding::Base58) => {
+            json!([bs58::encode(bytes()).into_string(), "base58"])
+        }
+        TxFormat::Json => {
+            let m = &tx.message;
+            let h = m.header();
+            let mut message = json!({
+                "header": {"numRequiredSignatures": h.num_required_signatures,
+                           "numReadonlySignedAccounts": h.num_readonly_signed_accounts,
+                           "numReadonlyUnsignedAccounts": h.num_readonly_unsigned_accounts},
+                "accountKeys": m.static_account_keys().iter().map(|k| k.to_string())
+                    .collect::<Vec<_>>(),
+                "recentBlockhash": m.recent_blockhash().to_string(),
+                "instructions": m.instructions().iter().map(compiled).collect::<Vec<_>>(),
+            });
+            if let VersionedMessage::V0(v0) = m {
+                message["addressTableLookups"] = Value::Array(
+                    v0.address_table_lookups
+                        .iter()
+                        .map(|l| {
+                            json!({"accountKey": l.account_key.to_string(),
+                                   "writableIndexes": l.writable_indexes,
+                                   "readonlyIndexes": l.readonly_indexes})
+                        })
+                        .collect(),
+                );
+            }
+            json!({"signatures": tx.signatures.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+                   "message": message})
+        }
+    }
+}
+
+/// `{"transaction", "meta"}` of a landed transaction (the caller adds slot and block time).
+pub fn transaction_with_meta(e: &crate::history::TxEntry, format: TxFormat) -> Value {
+    let err = e.err.as_ref().map(error).unwrap_or(Value::Null);
+    let status = if err.is_null() {
+        json!({"Ok": null})
+    } else {
+        json!({"Err": err})
+    };
+    let inner: Vec<Value> = e
+        .inner
+        .iter()
+        .enumerate()
+        .filter(|(_, list)| !list.is_empty())
+        .map(|(i, list)| {
+            let ixs: Vec<Value> = list
+                .iter()
+                .map(|ii| {
+                    let mut v = compiled(&ii.instruction);
+                    v["stackHeight"] = json!(ii.stack_height);
+                    v
+                })
+                .collect();
+            json!({"index": i, "instructions": ixs})
+        })
+        .collect();
+    let return_data = e.return_data.as_ref().map_or(Value::Null, |(program, data)| {
+        json!({"programId": program.to_string(), "data": [B64.encode(data), "base64"]})
+    });
+    json!({
+        "transaction": ui_transaction(&e.tx, format),
+        "meta": {
+            "err": err, "status": status, "fee": e.fee,
+            "preBalances": e.pre_balances, "postBalances": e.post_balances,
+            "innerInstructions": inner, "logMessages": e.logs,
+            "preTokenBalances": [], "postTokenBalances": [], "rewards": [],
+            "loadedAddresses": {"writable": [], "readonly": []},
+            "returnData": return_data, "computeUnitsConsumed": e.units,
+        },
+    })
+}

@@ -8,6 +8,7 @@
 
 pub mod chain;
 mod cpi;
+pub mod history;
 pub mod http;
 pub mod ix;
 pub mod json;

@@ -9,7 +9,8 @@
 //!
 //! Off-chain, the program reaches the runtime through `program_stubs` (CPI, sysvars, return
 //! data, logs): [`HostStubs`] forwards those calls to the current `InvokeContext`, kept in a
-//! thread-local for the duration of the instruction.
+//! thread-local for the duration of the instruction. Its `msg!` lines (Anchor's error lines
+//! among them) reach the transaction's log through our `solana-msg` (patches/solana-msg).
 
 use std::cell::Cell;
 use std::panic::AssertUnwindSafe;
@@ -36,8 +37,29 @@ thread_local! {
     static INVOKE_CONTEXT: Cell<usize> = const { Cell::new(0) };
 }
 
-fn set_invoke_context(ic: &mut InvokeContext) {
-    INVOKE_CONTEXT.with(|c| c.set(ic as *mut InvokeContext as usize));
+/// Makes `ic` the current context until the guard drops, which puts back the one before (none
+/// outside an instruction, so that nothing can reach a context that is gone).
+fn enter(ic: &mut InvokeContext) -> Entered {
+    Entered(INVOKE_CONTEXT.with(|c| c.replace(ic as *mut InvokeContext as usize)))
+}
+
+struct Entered(usize);
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        INVOKE_CONTEXT.with(|c| c.set(self.0));
+    }
+}
+
+/// Where the program's `msg!` lines go off-chain (our `solana-msg`, patches/): into the log
+/// of the instruction running on this thread, as the VM's `sol_log_` puts them; outside an
+/// instruction, to stdout.
+fn log_to_transaction(message: &str) {
+    if INVOKE_CONTEXT.with(|c| c.get()) != 0 {
+        solana_log_collector::ic_msg!(invoke_context(), "Program log: {}", message);
+    } else {
+        println!("{message}");
+    }
 }
 
 #[allow(clippy::mut_from_ref)]
@@ -54,6 +76,7 @@ pub fn install_stubs() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         program_stubs::set_syscall_stubs(Box::new(HostStubs));
+        solana_msg::set_log_hook(log_to_transaction);
     });
 }
 
@@ -64,7 +87,7 @@ pub fn host_stubs() -> Box<dyn program_stubs::SyscallStubs> {
 
 /// Runs `entry` for the current instruction of `ic`.
 pub fn run_entry(ic: &mut InvokeContext, entry: Entry) -> Result<(), InstructionError> {
-    set_invoke_context(ic);
+    let _entered = enter(ic);
     let tx = &ic.transaction_context;
     let ix = tx.get_current_instruction_context()?;
     let program_id = *ix.get_last_program_key(tx)?;

@@ -1,9 +1,11 @@
 //! Solana JSON-RPC: the methods a client of the coordinator uses (solana-py, anchorpy, the
 //! Solana CLI's basics; `getProgramAccounts` with `dataSize`/`memcmp` filters lists a run's
-//! contributor accounts). Batches are supported; unknown methods answer -32601. `http.rs`
+//! contributor accounts; `getTransaction` and `getSignaturesForAddress` read the transaction
+//! history, `history.rs`). Batches are supported; unknown methods answer -32601. `http.rs`
 //! carries the requests.
 
 use serde_json::{json, Value};
+use solana_message::VersionedMessage;
 use solana_signature::Signature;
 
 use crate::json::{self, error_reply, Encoding};
@@ -172,13 +174,25 @@ fn dispatch(node: &Node, method: &str, params: &Value) -> RpcResult {
             if sigs.len() > 256 {
                 return Err(invalid("at most 256 signatures"));
             }
+            let search = p(1)
+                .and_then(|c| c.get("searchTransactionHistory"))
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
             let mut values = Vec::with_capacity(sigs.len());
             for s in sigs {
-                let sig: Signature = s
-                    .as_str()
-                    .and_then(|s| s.parse().ok())
-                    .ok_or_else(|| invalid("signature"))?;
-                values.push(match node.status(&sig) {
+                let sig = signature(Some(s))?;
+                let status = node.status(&sig).or_else(|| {
+                    // past the recent window: only when asked, as a validator does
+                    search.then(|| {
+                        node.chain().history.get(&sig).map(|e| {
+                            (
+                                e.slot,
+                                e.err.as_ref().map(json::error).unwrap_or(Value::Null),
+                            )
+                        })
+                    })?
+                });
+                values.push(match status {
                     None => Value::Null,
                     Some((slot, err)) => {
                         let status = if err.is_null() {
@@ -230,7 +244,9 @@ fn dispatch(node: &Node, method: &str, params: &Value) -> RpcResult {
             let list: Vec<Value> = chain
                 .program_accounts(&program, |data| filters.iter().all(|f| f.keeps(data)))
                 .iter()
-                .map(|(key, a)| json!({"pubkey": key.to_string(), "account": json::account(a, enc)}))
+                .map(
+                    |(key, a)| json!({"pubkey": key.to_string(), "account": json::account(a, enc)}),
+                )
                 .collect();
             if context {
                 Ok(with_context(chain.slot(), Value::Array(list)))
@@ -238,12 +254,82 @@ fn dispatch(node: &Node, method: &str, params: &Value) -> RpcResult {
                 Ok(Value::Array(list))
             }
         }
-        "getTransaction" => Ok(Value::Null),
+        "getTransaction" => {
+            let sig = signature(p(0))?;
+            let config = p(1);
+            let format = json::TxFormat::from_config(config).map_err(invalid)?;
+            let max_version = config
+                .and_then(|c| c.get("maxSupportedTransactionVersion"))
+                .and_then(Value::as_u64);
+            let chain = node.chain();
+            let Some(entry) = chain.history.get(&sig) else {
+                return Ok(Value::Null);
+            };
+            let versioned = !matches!(entry.tx.message, VersionedMessage::Legacy(_));
+            if versioned && max_version.is_none() {
+                return Err(RpcError {
+                    code: -32015,
+                    message: "Transaction version (0) is not supported by the requesting \
+                              client. Please try the request again with the following \
+                              configuration parameter: \"maxSupportedTransactionVersion\": 0"
+                        .into(),
+                    data: None,
+                });
+            }
+            let mut value = json::transaction_with_meta(entry, format);
+            value["slot"] = json!(entry.slot);
+            value["blockTime"] = json!(entry.block_time);
+            if max_version.is_some() {
+                value["version"] = if versioned { json!(0) } else { json!("legacy") };
+            }
+            Ok(value)
+        }
+        "getSignaturesForAddress" => {
+            let address = json::pubkey(p(0).unwrap_or(&Value::Null)).map_err(invalid)?;
+            let config = p(1);
+            let limit = match config.and_then(|c| c.get("limit")) {
+                None | Some(Value::Null) => 1000,
+                Some(v) => match v.as_u64() {
+                    Some(n @ 1..=1000) => n as usize,
+                    _ => return Err(invalid("limit must be 1 to 1000")),
+                },
+            };
+            let before = optional_signature(config, "before")?;
+            let until = optional_signature(config, "until")?;
+            let chain = node.chain();
+            let list: Vec<Value> = chain
+                .history
+                .for_address(&address, before.as_ref(), until.as_ref(), limit)
+                .into_iter()
+                .map(|e| {
+                    json!({"signature": e.signature().to_string(), "slot": e.slot,
+                           "err": e.err.as_ref().map(json::error).unwrap_or(Value::Null),
+                           "memo": null, "blockTime": e.block_time,
+                           "confirmationStatus": "finalized"})
+                })
+                .collect();
+            Ok(Value::Array(list))
+        }
         other => Err(RpcError {
             code: -32601,
             message: format!("Method not found: {other}"),
             data: None,
         }),
+    }
+}
+
+fn signature(v: Option<&Value>) -> Result<Signature, RpcError> {
+    v.and_then(Value::as_str)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| invalid("signature"))
+}
+
+fn optional_signature(config: Option<&Value>, key: &str) -> Result<Option<Signature>, RpcError> {
+    match config.and_then(|c| c.get(key)) {
+        None | Some(Value::Null) => Ok(None),
+        v => signature(v)
+            .map(Some)
+            .map_err(|_| invalid(format!("{key}: not a signature"))),
     }
 }
 

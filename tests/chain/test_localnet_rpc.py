@@ -65,3 +65,54 @@ def test_get_program_accounts(localnet):
         {"dataSize": 381}, {"memcmp": {"offset": 9, "bytes": nobody}}]}])["result"]
     assert reply["value"] == [] and isinstance(reply["context"]["slot"], int)
     assert call([localnet.program_id, {"filters": [{"bogus": 1}]}])["error"]["code"] == -32602
+
+
+def test_history_and_program_logs_as_solana_py_reads_them(localnet):
+    """What explorers and Anchor clients read, parsed by solana-py and solders (not our code):
+    `getTransaction` with its meta, `getSignaturesForAddress`, and the program's own log lines
+    (Anchor's `AnchorError ...`) in a simulation."""
+    from solana.rpc.async_api import AsyncClient
+    from solana.rpc.commitment import Confirmed
+    from solders.keypair import Keypair
+    from solders.pubkey import Pubkey
+    from solders.system_program import TransferParams, transfer
+    from solders.transaction import Transaction
+
+    from psyche_client.chain.program import Coordinator
+
+    async def go():
+        c = AsyncClient(localnet.rpc_url)
+        payer, to = Keypair(), Keypair()
+        await c.confirm_transaction((await c.request_airdrop(payer.pubkey(), 10**9)).value,
+                                    Confirmed)
+
+        async def tx(ixs, signers):
+            blockhash = (await c.get_latest_blockhash()).value.blockhash
+            return Transaction.new_signed_with_payer(ixs, payer.pubkey(), signers, blockhash)
+        pay = transfer(TransferParams(from_pubkey=payer.pubkey(), to_pubkey=to.pubkey(),
+                                      lamports=1000))
+        sent = (await c.send_transaction(await tx([pay], [payer]))).value
+        got = (await c.get_transaction(sent, max_supported_transaction_version=0)).value
+        meta = got.transaction.meta
+        status = (await c.get_signature_statuses([sent])).value[0]
+        assert got.slot == status.slot and meta.err is None and meta.fee == 5000
+        assert (meta.pre_balances[1], meta.post_balances[1]) == (0, 1000)
+        assert meta.pre_balances[0] - meta.post_balances[0] == 1000 + 5000
+        assert any("11111111111111111111111111111111 success" in line
+                   for line in meta.log_messages)
+        listed = (await c.get_signatures_for_address(to.pubkey())).value
+        assert [s.signature for s in listed] == [sent]
+
+        # an instruction on accounts that are no run's: Anchor says which, in the logs
+        coordinator = Coordinator(localnet.rpc_url, payer)
+        try:
+            ix = coordinator.ix_set_paused(payer.pubkey(), Pubkey.new_unique(),
+                                           Pubkey.new_unique(), True)
+        finally:
+            await coordinator.close()
+        logs = (await c.simulate_transaction(await tx([ix], [payer]))).value.logs
+        assert any(line.startswith("Program log: AnchorError caused by account: "
+                                   "coordinator_instance") and "AccountNotInitialized" in line
+                   for line in logs), logs
+        await c.close()
+    asyncio.run(go())

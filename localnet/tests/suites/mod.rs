@@ -12,6 +12,7 @@
 
 mod fuzz;
 mod heap;
+mod history;
 mod instructions;
 mod ledger;
 mod negative_accounts;
