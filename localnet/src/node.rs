@@ -67,10 +67,12 @@ impl Node {
         self.chain().simulate(tx)
     }
 
-    /// Preflight (unless skipped), execute, then notify subscribers of the transaction and of
-    /// the accounts it could have written.
+    /// Preflight (unless skipped), execute, then notify subscribers of the transaction (its
+    /// status, its logs) and of the accounts it could have written (by account and by owning
+    /// program).
     pub fn send(&self, tx: VersionedTransaction, preflight: bool) -> Sent {
         let sig = tx.signatures.first().copied().unwrap_or_default();
+        let accounts = tx.message.static_account_keys().to_vec(); // for logsSubscribe's mentions
         let mut chain = self.chain();
         if preflight {
             if let Err(f) = chain.simulate(tx.clone()) {
@@ -96,7 +98,20 @@ impl Node {
                 self.subscriptions
                     .account_changed(record.slot, key, account.as_ref());
             }
+            let programs = self.subscriptions.watched_programs();
+            if !programs.is_empty() {
+                for key in &record.writable {
+                    if let Some(account) = chain.get_account(key) {
+                        if programs.contains(&account.owner) {
+                            self.subscriptions
+                                .program_account_changed(record.slot, key, &account);
+                        }
+                    }
+                }
+            }
         }
+        self.subscriptions
+            .logs(record.slot, &sig, &err, &record.logs, &accounts);
         self.subscriptions
             .signature_processed(record.slot, &sig, err);
         Sent::Landed(sig)

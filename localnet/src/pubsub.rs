@@ -1,5 +1,5 @@
-//! Solana PubSub over websockets: accountSubscribe, signatureSubscribe and slotSubscribe (and
-//! their unsubscribes). Each connection has its own thread; the chain side pushes
+//! Solana PubSub over websockets: accountSubscribe, signatureSubscribe, slotSubscribe,
+//! logsSubscribe and programSubscribe (and their unsubscribes). Each connection has its own thread; the chain side pushes
 //! notifications into the subscribers' channels (`subscriptions.rs`) after it commits.
 
 use std::net::{TcpListener, TcpStream};
@@ -105,7 +105,20 @@ fn handle(node: &Node, conn: &Conn, text: &str) -> String {
                 json!(id)
             }),
         "slotSubscribe" => Ok(json!(subs.add(Topic::Slot, conn))),
-        "accountUnsubscribe" | "signatureUnsubscribe" | "slotUnsubscribe" => p0
+        "logsSubscribe" => logs_filter(p0).map(|f| json!(subs.add(Topic::Logs(f), conn))),
+        "programSubscribe" => p0
+            .ok_or_else(|| "missing program id".to_string())
+            .and_then(json::pubkey)
+            .and_then(|program| {
+                let enc = Encoding::from_config(params.get(1))?;
+                let filters = json::filters(params.get(1))?;
+                Ok(json!(subs.add(Topic::Program(program, enc, filters), conn)))
+            }),
+        "accountUnsubscribe"
+        | "signatureUnsubscribe"
+        | "slotUnsubscribe"
+        | "logsUnsubscribe"
+        | "programUnsubscribe" => p0
             .and_then(Value::as_u64)
             .ok_or_else(|| "invalid subscription id".to_string())
             .map(|sid| json!(subs.remove(sid, conn))),
@@ -114,5 +127,18 @@ fn handle(node: &Node, conn: &Conn, text: &str) -> String {
     match result {
         Ok(v) => json!({"jsonrpc": "2.0", "result": v, "id": id}).to_string(),
         Err(e) => error_reply(id, -32602, &format!("Invalid params: {e}")),
+    }
+}
+
+/// `logsSubscribe`'s filter: "all" (or "allWithVotes": a local chain has no votes), or
+/// `{"mentions": [one pubkey]}` (a validator takes exactly one).
+fn logs_filter(v: Option<&Value>) -> Result<Option<solana_pubkey::Pubkey>, String> {
+    match v {
+        Some(Value::String(s)) if s == "all" || s == "allWithVotes" => Ok(None),
+        Some(Value::Object(o)) => match o.get("mentions").and_then(Value::as_array) {
+            Some(keys) if keys.len() == 1 => json::pubkey(&keys[0]).map(Some),
+            _ => Err("mentions: give exactly one pubkey".into()),
+        },
+        _ => Err("filter: \"all\", \"allWithVotes\" or {\"mentions\": [pubkey]}".into()),
     }
 }

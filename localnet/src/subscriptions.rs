@@ -17,6 +17,10 @@ pub enum Topic {
     Account(Pubkey, Encoding),
     Signature(Signature),
     Slot,
+    /// The logs of every landed transaction (`None`: all), or of those naming an account.
+    Logs(Option<Pubkey>),
+    /// Every change of an account the program owns that passes the filters.
+    Program(Pubkey, Encoding, Vec<json::Filter>),
 }
 
 /// One websocket connection: its id and where its notifications go.
@@ -89,6 +93,69 @@ impl Subscriptions {
         keys.sort();
         keys.dedup();
         keys
+    }
+
+    /// Programs someone listens to (`programSubscribe`).
+    pub fn watched_programs(&self) -> Vec<Pubkey> {
+        let subs = self.subs.lock().unwrap();
+        let mut keys: Vec<Pubkey> = subs
+            .iter()
+            .filter_map(|s| match s.topic {
+                Topic::Program(k, ..) => Some(k),
+                _ => None,
+            })
+            .collect();
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
+    /// A landed transaction's logs, to those listening to all or to one of `accounts` (the
+    /// accounts its message names).
+    pub fn logs(
+        &self,
+        slot: u64,
+        sig: &Signature,
+        err: &Value,
+        logs: &[String],
+        accounts: &[Pubkey],
+    ) {
+        let mut subs = self.subs.lock().unwrap();
+        subs.retain(|s| match &s.topic {
+            Topic::Logs(filter) if filter.is_none_or(|k| accounts.contains(&k)) => {
+                let value = json!({"context": {"slot": slot},
+                                   "value": {"signature": sig.to_string(), "err": err,
+                                             "logs": logs}});
+                s.out
+                    .send(notification("logsNotification", s.id, value))
+                    .is_ok()
+            }
+            _ => true,
+        });
+    }
+
+    /// An account of `account.owner` changed: to that program's subscribers whose filters
+    /// keep it.
+    pub fn program_account_changed(
+        &self,
+        slot: u64,
+        key: &Pubkey,
+        account: &solana_account::Account,
+    ) {
+        let mut subs = self.subs.lock().unwrap();
+        subs.retain(|s| match &s.topic {
+            Topic::Program(program, enc, filters)
+                if *program == account.owner && filters.iter().all(|f| f.keeps(&account.data)) =>
+            {
+                let value = json!({"context": {"slot": slot},
+                                   "value": {"pubkey": key.to_string(),
+                                             "account": json::account(account, *enc)}});
+                s.out
+                    .send(notification("programNotification", s.id, value))
+                    .is_ok()
+            }
+            _ => true,
+        });
     }
 
     /// `account` is None when it was closed (notified as an empty system account).

@@ -116,3 +116,60 @@ def test_history_and_program_logs_as_solana_py_reads_them(localnet):
                    for line in logs), logs
         await c.close()
     asyncio.run(go())
+
+
+def test_logs_and_program_subscriptions(localnet):
+    """logsSubscribe (all, or the transactions naming one account) and programSubscribe (a
+    program's accounts as transactions change them, with getProgramAccounts' filters), as a
+    dashboard uses them, over the PubSub websocket."""
+    import websockets
+    from solders.keypair import Keypair
+
+    from psyche_client.chain.program import ACCOUNT_SPACE, Coordinator
+    from psyche_coordinator_core import RunConfig
+
+    config = RunConfig(warmup_time=5, cooldown_time=5, max_round_train_time=5,
+                       round_witness_time=2, epoch_time=60, total_steps=20, min_clients=1,
+                       init_min_clients=2, waiting_for_members_extra_time=30).validate()
+
+    async def go():
+        owner, account = Keypair(), Keypair()
+        c = Coordinator(localnet.rpc_url, owner)
+        await c.airdrop(owner.pubkey(), 100 * 10**9)
+        async with websockets.connect(localnet.ws_url) as ws:
+            async def call(i, method, params):
+                await ws.send(json.dumps({"jsonrpc": "2.0", "id": i, "method": method,
+                                          "params": params}))
+                while True:
+                    reply = json.loads(await ws.recv())
+                    if reply.get("id") == i:
+                        return reply
+            mentions = (await call(1, "logsSubscribe",
+                                   [{"mentions": [str(account.pubkey())]}]))["result"]
+            every = (await call(2, "logsSubscribe", ["all"]))["result"]
+            program = (await call(3, "programSubscribe", [
+                localnet.program_id, {"encoding": "base64",
+                                      "filters": [{"dataSize": ACCOUNT_SPACE}]}]))["result"]
+            bad = await call(4, "logsSubscribe", [{"mentions": []}])
+            assert bad["error"]["code"] == -32602
+            rent = await c.rent_exempt(ACCOUNT_SPACE)
+            await c.send([c.ix_create_account(account.pubkey(), rent),
+                          c.ix_init_coordinator("subs", account.pubkey(), owner.pubkey(),
+                                                owner.pubkey(), False, config, 7)], [account])
+            got = {}  # subscription -> its notifications, until none came for a second
+            while True:
+                try:
+                    msg = json.loads(await asyncio.wait_for(ws.recv(), 1 if got else 30))
+                except asyncio.TimeoutError:
+                    break
+                got.setdefault(msg["params"]["subscription"], []).append(
+                    msg["params"]["result"]["value"])
+            logs = got[mentions][0]
+            assert logs["err"] is None and logs in got[every]
+            assert any(f"Program {localnet.program_id} success" in line for line in logs["logs"])
+            # the coordinator account (dataSize); not the run's instance PDA, also the program's
+            assert [v["pubkey"] for v in got[program]] == [str(account.pubkey())]
+            assert (await call(5, "logsUnsubscribe", [mentions]))["result"] is True
+            assert (await call(6, "programUnsubscribe", [program]))["result"] is True
+        await c.close()
+    asyncio.run(go())
