@@ -320,9 +320,16 @@ impl LocalChain {
                 Ok(meta) => (None, meta),
                 Err(f) => (Some(f.err.clone()), &f.meta),
             };
+            let (parent_slot, previous_blockhash) = self
+                .history
+                .parent_of(self.slot)
+                .unwrap_or((0, self.genesis));
             let entry = TxEntry {
                 slot: self.slot,
                 block_time: self.clock().unix_timestamp,
+                blockhash: self.latest_blockhash().0,
+                parent_slot,
+                previous_blockhash,
                 fee: LAMPORTS_PER_SIGNATURE * tx.signatures.len() as u64,
                 post_balances: balances(&self.svm),
                 pre_balances,

@@ -1,6 +1,7 @@
 //! Transaction history: what the chain remembers of every landed transaction after its status
 //! window has passed (`getTransaction`, `getSignaturesForAddress`, `getSignatureStatuses` with
-//! `searchTransactionHistory`), and with a ledger directory keeps across restarts.
+//! `searchTransactionHistory`, and the blocks of `getBlock`: one per slot in which transactions
+//! landed), and with a ledger directory keeps across restarts.
 //!
 //! The newest `LIMIT` transactions stay in memory, indexed by signature and by every account
 //! they name. With a ledger, each one is also appended to `transactions.log` (a u32 length,
@@ -15,6 +16,7 @@ use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use solana_hash::Hash;
 use solana_message::inner_instruction::InnerInstruction;
 use solana_pubkey::Pubkey;
 use solana_signature::Signature;
@@ -30,6 +32,11 @@ const LOG: &str = "transactions.log";
 pub struct TxEntry {
     pub slot: u64,
     pub block_time: i64,
+    /// Its block (`getBlock`): the chain makes one for each slot in which transactions
+    /// landed, whose parent is the block before (the genesis at first).
+    pub blockhash: Hash,
+    pub parent_slot: u64,
+    pub previous_blockhash: Hash,
     pub tx: VersionedTransaction,
     pub err: Option<TransactionError>,
     pub logs: Vec<String>,
@@ -226,6 +233,38 @@ impl History {
             .filter_map(|seq| self.entries.get((seq - self.first_seq) as usize))
             .take(limit)
             .collect()
+    }
+
+    /// (slot, blockhash) of the block before one at `slot`: the newest entry's block, or its
+    /// parent when that is `slot` itself; None before the first.
+    pub fn parent_of(&self, slot: u64) -> Option<(u64, Hash)> {
+        let last = self.entries.back()?;
+        Some(if last.slot < slot {
+            (last.slot, last.blockhash)
+        } else {
+            (last.parent_slot, last.previous_blockhash)
+        })
+    }
+
+    /// The slots of the blocks from `start` to `end` (inclusive), ascending.
+    pub fn block_slots(&self, start: u64, end: u64) -> Vec<u64> {
+        let first = self.entries.partition_point(|e| e.slot < start);
+        let mut slots: Vec<u64> = self
+            .entries
+            .range(first..)
+            .take_while(|e| e.slot <= end)
+            .map(|e| e.slot)
+            .collect();
+        slots.dedup();
+        slots
+    }
+
+    /// The entries that landed in `slot`, in landing order.
+    pub fn in_slot(&self, slot: u64) -> impl Iterator<Item = &TxEntry> {
+        let first = self.entries.partition_point(|e| e.slot < slot);
+        self.entries
+            .range(first..)
+            .take_while(move |e| e.slot == slot)
     }
 
     pub fn len(&self) -> usize {

@@ -265,24 +265,105 @@ fn dispatch(node: &Node, method: &str, params: &Value) -> RpcResult {
             let Some(entry) = chain.history.get(&sig) else {
                 return Ok(Value::Null);
             };
-            let versioned = !matches!(entry.tx.message, VersionedMessage::Legacy(_));
-            if versioned && max_version.is_none() {
-                return Err(RpcError {
-                    code: -32015,
-                    message: "Transaction version (0) is not supported by the requesting \
-                              client. Please try the request again with the following \
-                              configuration parameter: \"maxSupportedTransactionVersion\": 0"
-                        .into(),
-                    data: None,
-                });
+            if max_version.is_none() && !matches!(entry.tx.message, VersionedMessage::Legacy(_)) {
+                return Err(version_refused());
             }
             let mut value = json::transaction_with_meta(entry, format);
             value["slot"] = json!(entry.slot);
             value["blockTime"] = json!(entry.block_time);
             if max_version.is_some() {
-                value["version"] = if versioned { json!(0) } else { json!("legacy") };
+                value["version"] = version_of(entry);
             }
             Ok(value)
+        }
+        "getBlock" => {
+            let slot = p(0)
+                .and_then(Value::as_u64)
+                .ok_or_else(|| invalid("slot"))?;
+            let config = p(1);
+            let format = json::TxFormat::from_config(config).map_err(invalid)?;
+            let details = config
+                .and_then(|c| c.get("transactionDetails"))
+                .and_then(Value::as_str)
+                .unwrap_or("full");
+            if !matches!(details, "full" | "signatures" | "none") {
+                return Err(invalid(format!(
+                    "transactionDetails {details}: use full, signatures or none"
+                )));
+            }
+            let max_version = config
+                .and_then(|c| c.get("maxSupportedTransactionVersion"))
+                .and_then(Value::as_u64);
+            let rewards = config
+                .and_then(|c| c.get("rewards"))
+                .and_then(Value::as_bool)
+                .unwrap_or(true);
+            let chain = node.chain();
+            let entries: Vec<_> = chain.history.in_slot(slot).collect();
+            let Some(first) = entries.first() else {
+                return Err(no_block(slot));
+            };
+            if max_version.is_none()
+                && entries
+                    .iter()
+                    .any(|e| !matches!(e.tx.message, VersionedMessage::Legacy(_)))
+            {
+                return Err(version_refused());
+            }
+            let mut block = json!({
+                "blockhash": first.blockhash.to_string(), "blockHeight": slot,
+                "blockTime": first.block_time, "parentSlot": first.parent_slot,
+                "previousBlockhash": first.previous_blockhash.to_string(),
+            });
+            match details {
+                "full" => {
+                    block["transactions"] = entries
+                        .iter()
+                        .map(|e| {
+                            let mut t = json::transaction_with_meta(e, format);
+                            if max_version.is_some() {
+                                t["version"] = version_of(e);
+                            }
+                            t
+                        })
+                        .collect();
+                }
+                "signatures" => {
+                    block["signatures"] = entries
+                        .iter()
+                        .map(|e| json!(e.signature().to_string()))
+                        .collect();
+                }
+                _ => {}
+            }
+            if rewards {
+                block["rewards"] = json!([]);
+            }
+            Ok(block)
+        }
+        "getBlocks" => {
+            let start = p(0)
+                .and_then(Value::as_u64)
+                .ok_or_else(|| invalid("start slot"))?;
+            let chain = node.chain();
+            let end = match p(1) {
+                Some(v) if v.is_u64() => v.as_u64().unwrap_or(0),
+                _ => chain.slot(),
+            };
+            if end < start || end - start > 500_000 {
+                return Err(invalid(
+                    "end slot must follow start, at most 500,000 after it",
+                ));
+            }
+            Ok(json!(chain.history.block_slots(start, end)))
+        }
+        "getBlockTime" => {
+            let slot = p(0)
+                .and_then(Value::as_u64)
+                .ok_or_else(|| invalid("slot"))?;
+            let chain = node.chain();
+            let time = chain.history.in_slot(slot).next().map(|e| e.block_time);
+            time.map(|t| json!(t)).ok_or_else(|| no_block(slot))
         }
         "getSignaturesForAddress" => {
             let address = json::pubkey(p(0).unwrap_or(&Value::Null)).map_err(invalid)?;
@@ -315,6 +396,34 @@ fn dispatch(node: &Node, method: &str, params: &Value) -> RpcResult {
             message: format!("Method not found: {other}"),
             data: None,
         }),
+    }
+}
+
+/// A slot without a block: nothing landed in it (the chain makes no empty blocks), or it is
+/// older than the history.
+fn no_block(slot: u64) -> RpcError {
+    RpcError {
+        code: -32009,
+        message: format!("Slot {slot} was skipped, or missing in long-term storage"),
+        data: None,
+    }
+}
+
+fn version_refused() -> RpcError {
+    RpcError {
+        code: -32015,
+        message: "Transaction version (0) is not supported by the requesting client. Please \
+                  try the request again with the following configuration parameter: \
+                  \"maxSupportedTransactionVersion\": 0"
+            .into(),
+        data: None,
+    }
+}
+
+fn version_of(e: &crate::history::TxEntry) -> Value {
+    match e.tx.message {
+        VersionedMessage::Legacy(_) => json!("legacy"),
+        _ => json!(0),
     }
 }
 

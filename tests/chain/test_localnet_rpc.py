@@ -69,8 +69,8 @@ def test_get_program_accounts(localnet):
 
 def test_history_and_program_logs_as_solana_py_reads_them(localnet):
     """What explorers and Anchor clients read, parsed by solana-py and solders (not our code):
-    `getTransaction` with its meta, `getSignaturesForAddress`, and the program's own log lines
-    (Anchor's `AnchorError ...`) in a simulation."""
+    `getTransaction` with its meta, `getSignaturesForAddress`, `getBlock`, and the program's own
+    log lines (Anchor's `AnchorError ...`) in a simulation."""
     from solana.rpc.async_api import AsyncClient
     from solana.rpc.commitment import Confirmed
     from solders.keypair import Keypair
@@ -102,6 +102,9 @@ def test_history_and_program_logs_as_solana_py_reads_them(localnet):
                    for line in meta.log_messages)
         listed = (await c.get_signatures_for_address(to.pubkey())).value
         assert [s.signature for s in listed] == [sent]
+        block = (await c.get_block(got.slot, max_supported_transaction_version=0)).value
+        assert sent in [t.transaction.signatures[0] for t in block.transactions]
+        assert block.block_time == got.block_time and block.parent_slot <= got.slot
 
         # an instruction on accounts that are no run's: Anchor says which, in the logs
         coordinator = Coordinator(localnet.rpc_url, payer)

@@ -150,6 +150,37 @@ fn landed_transactions_are_found_by_signature_and_by_address() {
         json!(-32602) // not a signature
     );
 
+    // blocks: one per slot in which transactions landed, each the child of the one before
+    let slot_of = |sig: &str| {
+        call(&node, "getTransaction", json!([sig]))["result"]["slot"]
+            .as_u64()
+            .unwrap()
+    };
+    let (s1, s2, s3) = (slot_of(&sent), slot_of(&refused), slot_of(&second_sig));
+    let block = |slot: u64, config: Value| call(&node, "getBlock", json!([slot, config]));
+    let b2 = block(s2, json!({}))["result"].clone();
+    let b1 = block(s1, json!({"transactionDetails": "signatures"}))["result"].clone();
+    assert_eq!(b2["parentSlot"], json!(s1));
+    assert_eq!(b2["previousBlockhash"], b1["blockhash"]);
+    assert_eq!(b1["signatures"], json!([sent]));
+    assert!(b1.get("transactions").is_none());
+    let txs = b2["transactions"].as_array().unwrap();
+    assert_eq!(txs.len(), 1);
+    assert_eq!(txs[0]["transaction"]["signatures"][0], json!(refused));
+    assert_eq!(txs[0]["meta"]["fee"], json!(2 * LAMPORTS_PER_SIGNATURE));
+    assert_eq!(b2["blockTime"], json!(T0));
+    assert_eq!(
+        call(&node, "getBlocks", json!([s1, s3]))["result"],
+        json!([s1, s2, s3])
+    );
+    assert_eq!(call(&node, "getBlockTime", json!([s3]))["result"], json!(T0));
+    // a slot in which nothing landed has no block
+    assert_eq!(block(s3 + 1, json!({}))["error"]["code"], json!(-32009));
+    assert_eq!(
+        block(s1, json!({"transactionDetails": "accounts"}))["error"]["code"],
+        json!(-32602)
+    );
+
     // past the status window a status needs searchTransactionHistory
     {
         let mut chain = node.chain();
@@ -249,6 +280,9 @@ fn memory_keeps_the_newest_entries_and_forgets_the_rest_everywhere() {
         TxEntry {
             slot: lamports,
             block_time: T0,
+            blockhash: solana_hash::Hash::new_unique(),
+            parent_slot: 0,
+            previous_blockhash: solana_hash::Hash::default(),
             tx: tx.into(),
             err: None,
             logs: vec![],
