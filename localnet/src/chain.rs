@@ -264,18 +264,32 @@ impl LocalChain {
         Ok(())
     }
 
-    /// Executes without committing anything.
+    /// Executes without committing anything. `checks` are what the RPC's simulation config
+    /// leaves on: signatures (`sigVerify`, off by default in `simulateTransaction`, as on a
+    /// validator, so that clients can simulate before signing) and the blockhash (off with
+    /// `replaceRecentBlockhash`).
     pub fn simulate(
-        &self,
+        &mut self,
         tx: VersionedTransaction,
+        checks: SimulationChecks,
     ) -> Result<TransactionMetadata, FailedTransactionMetadata> {
-        if let Err(err) = self.admit(&tx) {
+        let admitted = if checks.blockhash {
+            self.admit(&tx)
+        } else if self.records.contains_key(&tx.signatures[0]) {
+            Err(TransactionError::AlreadyProcessed)
+        } else {
+            Ok(())
+        };
+        if let Err(err) = admitted {
             return Err(FailedTransactionMetadata {
                 err,
                 meta: Default::default(),
             });
         }
-        self.svm.simulate_transaction(tx).map(|info| info.meta)
+        set_sigverify(&mut self.svm, checks.signatures);
+        let result = self.svm.simulate_transaction(tx).map(|info| info.meta);
+        set_sigverify(&mut self.svm, true);
+        result
     }
 
     /// Executes and commits. A transaction that fails after its signatures and blockhash were
@@ -383,6 +397,34 @@ impl LocalChain {
             }
             Err(f) => Err(f.err),
         }
+    }
+}
+
+/// What a simulation checks before it executes (a preflight checks both).
+#[derive(Clone, Copy, Debug)]
+pub struct SimulationChecks {
+    pub signatures: bool,
+    pub blockhash: bool,
+}
+
+impl SimulationChecks {
+    pub const ALL: Self = Self {
+        signatures: true,
+        blockhash: true,
+    };
+}
+
+/// LiteSVM switches signature checks only by value (`with_sigverify`); this switches the
+/// bank's in place.
+fn set_sigverify(svm: &mut LiteSVM, on: bool) {
+    if svm.get_sigverify() == on {
+        return;
+    }
+    // SAFETY: `with_sigverify` only assigns a bool and returns its argument, so nothing can
+    // unwind between the read and the write: `svm` is never left moved-from or dropped twice.
+    unsafe {
+        let bank = std::ptr::read(svm);
+        std::ptr::write(svm, bank.with_sigverify(on));
     }
 }
 

@@ -9,7 +9,7 @@ use solana_signature::Signature;
 use solana_transaction::versioned::VersionedTransaction;
 use solana_transaction_error::TransactionError;
 
-use crate::chain::LocalChain;
+use crate::chain::{LocalChain, SimulationChecks};
 use crate::json;
 use crate::subscriptions::Subscriptions;
 
@@ -63,8 +63,9 @@ impl Node {
     pub fn simulate(
         &self,
         tx: VersionedTransaction,
+        checks: SimulationChecks,
     ) -> Result<TransactionMetadata, FailedTransactionMetadata> {
-        self.chain().simulate(tx)
+        self.chain().simulate(tx, checks)
     }
 
     /// Preflight (unless skipped), execute, then notify subscribers of the transaction (its
@@ -75,7 +76,7 @@ impl Node {
         let accounts = tx.message.static_account_keys().to_vec(); // for logsSubscribe's mentions
         let mut chain = self.chain();
         if preflight {
-            if let Err(f) = chain.simulate(tx.clone()) {
+            if let Err(f) = chain.simulate(tx.clone(), SimulationChecks::ALL) {
                 return Sent::Refused(f);
             }
         }

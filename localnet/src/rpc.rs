@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 use solana_message::VersionedMessage;
 use solana_signature::Signature;
 
+use crate::chain::SimulationChecks;
 use crate::json::{self, error_reply, Encoding};
 use crate::node::{Node, Sent};
 
@@ -228,7 +229,22 @@ fn dispatch(node: &Node, method: &str, params: &Value) -> RpcResult {
         }
         "simulateTransaction" => {
             let tx = json::transaction(p(0).unwrap_or(&Value::Null), p(1)).map_err(invalid)?;
-            let result = node.simulate(tx);
+            let flag = |key: &str| {
+                p(1).and_then(|c| c.get(key))
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false)
+            };
+            let (signatures, replace) = (flag("sigVerify"), flag("replaceRecentBlockhash"));
+            if signatures && replace {
+                return Err(invalid(
+                    "sigVerify may not be used with replaceRecentBlockhash",
+                ));
+            }
+            let checks = SimulationChecks {
+                signatures,
+                blockhash: !replace,
+            };
+            let result = node.simulate(tx, checks);
             Ok(with_context(node.chain().slot(), simulation_value(&result)))
         }
         "getProgramAccounts" => {

@@ -106,6 +106,15 @@ def test_history_and_program_logs_as_solana_py_reads_them(localnet):
         assert sent in [t.transaction.signatures[0] for t in block.transactions]
         assert block.block_time == got.block_time and block.parent_slot <= got.slot
 
+        # simulation checks signatures only when asked (sigVerify), as a validator does, so
+        # that a client can simulate before it signs
+        from solders.message import Message
+        unsigned = Transaction.new_unsigned(Message.new_with_blockhash(
+            [pay], payer.pubkey(), (await c.get_latest_blockhash()).value.blockhash))
+        assert (await c.simulate_transaction(unsigned)).value.err is None
+        checked = (await c.simulate_transaction(unsigned, sig_verify=True)).value
+        assert "SignatureFailure" in str(checked.err)
+
         # an instruction on accounts that are no run's: Anchor says which, in the logs
         coordinator = Coordinator(localnet.rpc_url, payer)
         try:
