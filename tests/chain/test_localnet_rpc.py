@@ -185,3 +185,59 @@ def test_logs_and_program_subscriptions(localnet):
             assert (await call(6, "programUnsubscribe", [program]))["result"] is True
         await c.close()
     asyncio.run(go())
+
+
+def test_64_connections_with_valid_malformed_and_oversized_requests(localnet):
+    """64 connections at once: every valid request answered; every malformed one answered with
+    its JSON-RPC error, its connection kept; an oversized body refused with 413 before it is
+    read, and only that connection closed; the node's memory stays bounded."""
+    host, port = localnet.rpc_url.removeprefix("http://").split(":")
+    status_file = f"/proc/{localnet.process.pid}/status"
+
+    def rss_mib():
+        with open(status_file) as f:
+            kib = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+        return kib / 1024
+
+    async def exchange(reader, writer, body: bytes, length=None):
+        writer.write(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     + f"Content-Length: {len(body) if length is None else length}\r\n\r\n"
+                     .encode() + body)
+        await writer.drain()
+        head = await reader.readuntil(b"\r\n\r\n")
+        lines = head.decode().split("\r\n")
+        status = int(lines[0].split()[1])
+        size = next(int(h.split(":")[1]) for h in lines if h.lower().startswith("content-length"))
+        return status, json.loads(await reader.readexactly(size)), lines
+
+    def rpc(method, i):
+        return json.dumps({"jsonrpc": "2.0", "id": i, "method": method}).encode()
+
+    async def one(i):
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            assert (await exchange(reader, writer, rpc("getSlot", i)))[1]["result"] >= 0
+            status, reply, _ = await exchange(reader, writer, b'{"jsonrpc": "2.0", "id": 1,')
+            assert status == 200 and reply["error"]["code"] == -32700  # not JSON
+            _, reply, _ = await exchange(reader, writer, b'{"jsonrpc": "2.0", "id": 2}')
+            assert reply["error"]["code"] == -32600  # no method
+            _, reply, _ = await exchange(reader, writer, rpc("noSuchMethod", 3))
+            assert reply["error"]["code"] == -32601
+            if i % 4 == 3:  # 5 MiB announced, nothing sent: refused at once, and closed
+                status, reply, lines = await exchange(reader, writer, b"", length=5 << 20)
+                assert status == 413 and "Connection: close" in lines
+                assert await reader.read() == b""
+                return "refused"
+            assert (await exchange(reader, writer, rpc("getHealth", i)))[1]["result"] == "ok"
+            return "served"
+        finally:
+            writer.close()
+
+    async def go():
+        return await asyncio.gather(*(one(i) for i in range(64)))
+    before = rss_mib()
+    for _ in range(3):
+        outcomes = asyncio.run(go())
+        assert outcomes.count("served") == 48 and outcomes.count("refused") == 16
+    grown = rss_mib() - before
+    assert grown < 64, f"the node grew by {grown:.0f} MiB over 192 connections"
