@@ -225,7 +225,8 @@ def test_create_run_pins_the_manifests_hash_and_refuses_another(data, capsys):
     assert "names no data manifest" in capsys.readouterr().err
 
 
-def test_manifest_downloads_are_bounded_and_http_errors_named(tmp_path):
+def test_manifest_downloads_are_bounded_and_http_errors_named(tmp_path, monkeypatch):
+    from psyche_client.data import manifest
     from psyche_client.data.fetch import get_bytes
     from psyche_client.data.provider import DataError
 
@@ -238,6 +239,10 @@ def test_manifest_downloads_are_bounded_and_http_errors_named(tmp_path):
             get_bytes(f"{base}/m.json", 99)
         with pytest.raises(DataError, match="HTTP 404"):
             load_manifest(f"{base}/nope.json", "00" * 32)
+        monkeypatch.setattr(manifest, "MAX_MANIFEST_BYTES", 50)
+        with pytest.raises(ManifestError, match="over 50 bytes") as e:
+            manifest.read_manifest(f"{base}/m.json")
+        assert not isinstance(e.value, manifest.ManifestUnreachable)  # read, and refused
     finally:
         server.shutdown()
         server.server_close()

@@ -10,6 +10,10 @@ TIMEOUT = 10
 RETRIES = 3
 
 
+class TooLarge(DataError):
+    """A body over the size asked for."""
+
+
 def request(req, limit: int = None):
     """(status, headers, body) of `req`, tried RETRIES times while the network fails; with
     `limit`, a body over that many bytes is refused (and read no further)."""
@@ -26,7 +30,7 @@ def request(req, limit: int = None):
     else:
         raise DataError(f"{req.full_url}: {last}")
     if limit is not None and len(body) > limit:
-        raise DataError(f"{req.full_url}: over {limit} bytes")
+        raise TooLarge(f"{req.full_url}: over {limit} bytes")
     return resp.status, resp.headers, body
 
 

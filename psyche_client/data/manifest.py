@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .fetch import get_bytes
+from .fetch import TooLarge, get_bytes
 from .provider import DataError
 
 FORMAT = "psyche-data-manifest/1"
@@ -170,6 +170,8 @@ def read_manifest(location: str) -> bytes:
     if location.startswith(("http://", "https://")):
         try:
             return get_bytes(location, MAX_MANIFEST_BYTES)
+        except TooLarge as e:
+            raise ManifestError(str(e)) from None
         except DataError as e:
             raise ManifestUnreachable(f"cannot read the data manifest: {e}") from None
     try:

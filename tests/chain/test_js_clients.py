@@ -13,14 +13,11 @@ from pathlib import Path
 import pytest
 from solders.keypair import Keypair
 
-from psyche_client.chain.program import ACCOUNT_SPACE, Coordinator
-from psyche_coordinator_core import RunConfig
+from psyche_client.chain.program import Coordinator
+from tests.chain.test_program_client import create_run
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
-CONFIG = RunConfig(warmup_time=5, cooldown_time=5, max_round_train_time=5, round_witness_time=2,
-                   epoch_time=60, total_steps=20, min_clients=1, init_min_clients=2,
-                   waiting_for_members_extra_time=30).validate()
 
 
 def node_modules() -> str:
@@ -39,11 +36,7 @@ def test_web3js_and_anchor_ts_drive_the_local_chain(localnet, tmp_path):
         c = Coordinator(localnet.rpc_url, owner)
         try:
             await c.airdrop(owner.pubkey(), 100 * 10**9)
-            rent = await c.rent_exempt(ACCOUNT_SPACE)
-            await c.send([c.ix_create_account(account.pubkey(), rent),
-                          c.ix_init_coordinator(run_id, account.pubkey(), owner.pubkey(),
-                                                owner.pubkey(), True, CONFIG, 7)], [account])
-            inst = c.instance_key(run_id)
+            inst = await create_run(c, run_id, account, permissionless=True)
             await c.send([c.ix_set_paused(owner.pubkey(), inst, account.pubkey(), False)])
             return inst
         finally:

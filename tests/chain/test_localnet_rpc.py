@@ -138,11 +138,7 @@ def test_logs_and_program_subscriptions(localnet):
     from solders.keypair import Keypair
 
     from psyche_client.chain.program import ACCOUNT_SPACE, Coordinator
-    from psyche_coordinator_core import RunConfig
-
-    config = RunConfig(warmup_time=5, cooldown_time=5, max_round_train_time=5,
-                       round_witness_time=2, epoch_time=60, total_steps=20, min_clients=1,
-                       init_min_clients=2, waiting_for_members_extra_time=30).validate()
+    from tests.chain.test_program_client import create_run
 
     async def go():
         owner, account = Keypair(), Keypair()
@@ -164,10 +160,7 @@ def test_logs_and_program_subscriptions(localnet):
                                       "filters": [{"dataSize": ACCOUNT_SPACE}]}]))["result"]
             bad = await call(4, "logsSubscribe", [{"mentions": []}])
             assert bad["error"]["code"] == -32602
-            rent = await c.rent_exempt(ACCOUNT_SPACE)
-            await c.send([c.ix_create_account(account.pubkey(), rent),
-                          c.ix_init_coordinator("subs", account.pubkey(), owner.pubkey(),
-                                                owner.pubkey(), False, config, 7)], [account])
+            await create_run(c, "subs", account)
             got = {}  # subscription -> its notifications, until none came for a second
             while True:
                 try:

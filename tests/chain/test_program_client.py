@@ -22,6 +22,17 @@ CONFIG = RunConfig(warmup_time=5, cooldown_time=5, max_round_train_time=5, round
                    waiting_for_members_extra_time=30).validate()
 
 
+async def create_run(c, run_id, account, permissionless=False, seed=42, config=CONFIG):
+    """A run on chain: the coordinator account (`account` signs) and init_coordinator, the
+    client's signer both authorities; returns its instance key."""
+    me = c.payer.pubkey()
+    rent = await c.rent_exempt(ACCOUNT_SPACE)
+    await c.send([c.ix_create_account(account.pubkey(), rent),
+                  c.ix_init_coordinator(run_id, account.pubkey(), me, me, permissionless,
+                                        config, seed)], [account])
+    return c.instance_key(run_id)
+
+
 async def refused(coro):
     try:
         await coro
@@ -37,11 +48,8 @@ def test_every_instruction_round_trips(localnet):
         await c.airdrop(owner.pubkey(), 100 * 10**9)
         await c.airdrop(other.pubkey(), 10**9)
         run_id = "every-ix"
-        rent = await c.rent_exempt(ACCOUNT_SPACE)
-        await c.send([c.ix_create_account(account.pubkey(), rent),
-                      c.ix_init_coordinator(run_id, account.pubkey(), owner.pubkey(),
-                                            owner.pubkey(), False, CONFIG, 42)], [account])
-        inst, acct, me = c.instance_key(run_id), account.pubkey(), owner.pubkey()
+        inst = await create_run(c, run_id, account)
+        acct, me = account.pubkey(), owner.pubkey()
         state = await c.fetch_state(acct)
         assert state.run_id == run_id and state.config == CONFIG and state.run_seed == 42
 
