@@ -179,13 +179,15 @@ def test_a_joiner_killed_in_each_phase_comes_back(tmp_path, data_dir, monkeypatc
     assert not dropped, dropped
 
     # (a) each restart re-enters at the step of its join: Queued at the queue's tail, or
-    # Syncing when the slot is free
+    # Syncing when the slot is free. The server ticks right after applying a join, so the
+    # first state that shows it may already be a step on (CI saw since 11 in a step-12 state):
+    # the join's step lies between the last state without client 5 and the first with it
     entered = []
     for _, _, _, back in kills:
         st = states[back]
         p, (since, index) = phase(st, five), queue_key(st, five)
         assert p in (ClientPhase.Queued, ClientPhase.Syncing), p
-        assert since == st.step, (since, st.step)
+        assert states[back - 1].step <= since <= st.step, (states[back - 1].step, since, st.step)
         if p == ClientPhase.Queued:
             queued = [queue_key(st, x.signer) for x in st.clients
                       if x.state == ClientState.Healthy and x.phase == ClientPhase.Queued]
