@@ -4,6 +4,7 @@ fixture."""
 
 import collections
 import contextlib
+import os
 import shutil
 import subprocess
 import threading
@@ -28,15 +29,32 @@ class Localnet:
     output: collections.deque = field(repr=False)  # the last lines it printed, for diagnostics
 
 
+# the Rust sources the binary is built from (what cargo's own fingerprints follow): one changed
+# after the build means the tests would run old code
+SOURCES = ("localnet/src", "programs/psyche-coordinator/src",
+           "programs/psyche-coordinator/core/src", "patches")
+
+
+def newest_source(root: Path):
+    """(mtime, path) of the newest Rust source the binary is built from."""
+    return max((f.stat().st_mtime, f) for s in SOURCES for f in (root / s).rglob("*.rs"))
+
+
 def localnet_binary() -> Path:
     """The built binary; built now if missing (an existing one is used as it is: a build per
-    session could wait on another build's lock). Skips when it cannot be built here."""
+    session could wait on another build's lock). Skips when it cannot be built here; fails,
+    saying what to run, when a source changed after it was built."""
     try:
-        return find_binary(rebuild=False)
+        binary = find_binary(rebuild=False)
     except LocalnetError as e:
         if shutil.which("cargo") is None:
             pytest.skip(str(e))
         pytest.fail(str(e))
+    newest, path = newest_source(Path(__file__).resolve().parents[2])
+    if binary.stat().st_mtime < newest and "PSYCHE_LOCALNET" not in os.environ:
+        pytest.fail(f"{binary} is older than {path}: the tests would run old code; run "
+                    "`cargo build -p psyche-localnet` (scripts/test does)")
+    return binary
 
 
 @contextlib.contextmanager
