@@ -50,13 +50,12 @@ pub const SLOTS_PER_EPOCH: u64 = 432_000;
 /// for `getTransaction`'s `meta.fee`; a test checks it against a failed transaction's payer).
 pub const LAMPORTS_PER_SIGNATURE: u64 = 5000;
 
-/// What the chain remembers of a processed transaction.
+/// What the chain remembers of a processed transaction for its status window (its logs and the
+/// rest are in the history, `history.rs`).
 #[derive(Clone, Debug)]
 pub struct TxRecord {
     pub slot: u64,
     pub err: Option<TransactionError>,
-    pub logs: Vec<String>,
-    pub units: u64,
     /// The writable accounts of the transaction (their subscribers are notified).
     pub writable: Vec<Pubkey>,
 }
@@ -253,9 +252,10 @@ impl LocalChain {
         self.records.get(sig)
     }
 
-    /// Checks a transaction as a validator's front door does before executing it.
-    fn admit(&self, tx: &VersionedTransaction) -> Result<(), TransactionError> {
-        if !self.is_blockhash_valid(tx.message.recent_blockhash()) {
+    /// Checks a transaction as a validator's front door does before executing it (the
+    /// blockhash too unless a simulation replaces it).
+    fn admit(&self, tx: &VersionedTransaction, blockhash: bool) -> Result<(), TransactionError> {
+        if blockhash && !self.is_blockhash_valid(tx.message.recent_blockhash()) {
             return Err(TransactionError::BlockhashNotFound);
         }
         if self.records.contains_key(&tx.signatures[0]) {
@@ -273,14 +273,7 @@ impl LocalChain {
         tx: VersionedTransaction,
         checks: SimulationChecks,
     ) -> Result<TransactionMetadata, FailedTransactionMetadata> {
-        let admitted = if checks.blockhash {
-            self.admit(&tx)
-        } else if self.records.contains_key(&tx.signatures[0]) {
-            Err(TransactionError::AlreadyProcessed)
-        } else {
-            Ok(())
-        };
-        if let Err(err) = admitted {
+        if let Err(err) = self.admit(&tx, checks.blockhash) {
             return Err(FailedTransactionMetadata {
                 err,
                 meta: Default::default(),
@@ -304,7 +297,7 @@ impl LocalChain {
                 meta: Default::default(),
             });
         }
-        if let Err(err) = self.admit(&tx) {
+        if let Err(err) = self.admit(&tx, true) {
             return Err(FailedTransactionMetadata {
                 err,
                 meta: Default::default(),
@@ -363,8 +356,6 @@ impl LocalChain {
                 TxRecord {
                     slot: self.slot,
                     err,
-                    logs: meta.logs.clone(),
-                    units: meta.compute_units_consumed,
                     writable,
                 },
             );
@@ -386,8 +377,6 @@ impl LocalChain {
                     TxRecord {
                         slot: self.slot,
                         err: None,
-                        logs: meta.logs,
-                        units: meta.compute_units_consumed,
                         writable: vec![*to],
                     },
                 );

@@ -55,6 +55,20 @@ pub fn error(e: &TransactionError) -> Value {
     serde_json::to_value(e).unwrap_or(Value::Null)
 }
 
+/// A transaction's `err` field: its error, or null when it succeeded.
+pub fn error_or_null(e: Option<&TransactionError>) -> Value {
+    e.map(error).unwrap_or(Value::Null)
+}
+
+/// A transaction's `status` field from its `err` field: `{"Ok": null}` or `{"Err": err}`.
+pub fn status(err: &Value) -> Value {
+    if err.is_null() {
+        json!({"Ok": null})
+    } else {
+        json!({"Err": err})
+    }
+}
+
 /// The human line of a failed transaction ("Error processing Instruction 0: custom program
 /// error: 0x1774").
 pub fn error_text(e: &TransactionError) -> String {
@@ -224,12 +238,8 @@ fn ui_transaction(tx: &VersionedTransaction, format: TxFormat) -> Value {
 
 /// `{"transaction", "meta"}` of a landed transaction (the caller adds slot and block time).
 pub fn transaction_with_meta(e: &crate::history::TxEntry, format: TxFormat) -> Value {
-    let err = e.err.as_ref().map(error).unwrap_or(Value::Null);
-    let status = if err.is_null() {
-        json!({"Ok": null})
-    } else {
-        json!({"Err": err})
-    };
+    let err = error_or_null(e.err.as_ref());
+    let status = status(&err);
     let inner: Vec<Value> = e
         .inner
         .iter()

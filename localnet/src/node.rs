@@ -52,12 +52,9 @@ impl Node {
 
     pub fn status(&self, sig: &Signature) -> Option<(u64, Value)> {
         let chain = self.chain();
-        chain.record(sig).map(|r| {
-            (
-                r.slot,
-                r.err.as_ref().map(json::error).unwrap_or(Value::Null),
-            )
-        })
+        chain
+            .record(sig)
+            .map(|r| (r.slot, json::error_or_null(r.err.as_ref())))
     }
 
     pub fn simulate(
@@ -91,7 +88,7 @@ impl Node {
                 }),
             };
         };
-        let err = record.err.as_ref().map(json::error).unwrap_or(Value::Null);
+        let err = json::error_or_null(record.err.as_ref());
         if record.err.is_none() {
             let watched = self.subscriptions.watched_accounts();
             for key in record.writable.iter().filter(|k| watched.contains(k)) {
@@ -111,8 +108,9 @@ impl Node {
                 }
             }
         }
+        let logs = chain.history.get(&sig).map_or(&[][..], |e| &e.logs[..]);
         self.subscriptions
-            .logs(record.slot, &sig, &err, &record.logs, &accounts);
+            .logs(record.slot, &sig, &err, logs, &accounts);
         self.subscriptions
             .signature_processed(record.slot, &sig, err);
         Sent::Landed(sig)

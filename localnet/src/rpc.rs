@@ -185,22 +185,16 @@ fn dispatch(node: &Node, method: &str, params: &Value) -> RpcResult {
                 let status = node.status(&sig).or_else(|| {
                     // past the recent window: only when asked, as a validator does
                     search.then(|| {
-                        node.chain().history.get(&sig).map(|e| {
-                            (
-                                e.slot,
-                                e.err.as_ref().map(json::error).unwrap_or(Value::Null),
-                            )
-                        })
+                        node.chain()
+                            .history
+                            .get(&sig)
+                            .map(|e| (e.slot, json::error_or_null(e.err.as_ref())))
                     })?
                 });
                 values.push(match status {
                     None => Value::Null,
                     Some((slot, err)) => {
-                        let status = if err.is_null() {
-                            json!({"Ok": null})
-                        } else {
-                            json!({"Err": err})
-                        };
+                        let status = json::status(&err);
                         // One node: what it processed is final.
                         json!({"slot": slot, "confirmations": null, "err": err, "status": status,
                                "confirmationStatus": "finalized"})
@@ -400,7 +394,7 @@ fn dispatch(node: &Node, method: &str, params: &Value) -> RpcResult {
                 .into_iter()
                 .map(|e| {
                     json!({"signature": e.signature().to_string(), "slot": e.slot,
-                           "err": e.err.as_ref().map(json::error).unwrap_or(Value::Null),
+                           "err": json::error_or_null(e.err.as_ref()),
                            "memo": null, "blockTime": e.block_time,
                            "confirmationStatus": "finalized"})
                 })
