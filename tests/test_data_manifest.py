@@ -158,7 +158,7 @@ def test_the_spec_names_a_manifest_with_its_hash_for_token_files_only():
             DataSpec(**kw).validate()
 
 
-def test_make_provider_refuses_an_unpinned_or_other_manifest(data):
+def test_make_provider_refuses_an_unpinned_or_other_manifest(data, monkeypatch):
     from psyche_client.training.trainer import make_provider
 
     root, m, digest = data
@@ -173,6 +173,15 @@ def test_make_provider_refuses_an_unpinned_or_other_manifest(data):
     heldout = make_provider(spec, None, None, SEQ, heldout=True)
     assert train.checks and heldout.checks
     assert heldout.get_samples(0, 11).shape == (12, SEQ)
+    # the trainer loads the manifest once for both providers (data_pinning, then pinned=)
+    from psyche_client.training import trainer
+    loads = []
+    monkeypatch.setattr(trainer, "load_manifest",
+                        lambda *a: loads.append(a) or load_manifest(*a))
+    pinned = trainer.data_pinning(spec)
+    for kind in (False, True):
+        assert make_provider(spec, None, None, SEQ, heldout=kind, pinned=pinned).checks
+    assert len(loads) == 1
 
 
 def test_cli_tokenize_writes_a_manifest_and_manifest_rebuilds_it(tmp_path):

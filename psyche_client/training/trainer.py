@@ -52,21 +52,33 @@ from .validation import check_payload, fingerprint, result_layout
 logger = logging.getLogger(__name__)
 
 
-def make_provider(spec, run_id, identity, seq_len, heldout=False):
+def data_pinning(spec, warn=True) -> dict:
+    """The providers' `manifest` and `manifest_location` arguments for the run's token files:
+    its data manifest, loaded and checked against the spec's hash ({} for a run that names
+    none, with a warning unless `warn` is off, and for data that is not token files)."""
+    d = spec.data
+    if d.kind not in ("local", "http"):
+        return {}
+    if not d.manifest:
+        if warn:
+            logger.warning("the run names no data manifest: nothing checks that this client "
+                           "reads the same tokens as the others")
+        return {}
+    if not d.manifest_sha256:
+        raise ManifestError(f"the run names the data manifest {d.manifest} without its hash "
+                            "(data.manifest_sha256; create-run fills it in)")
+    return dict(manifest=load_manifest(d.manifest, d.manifest_sha256),
+                manifest_location=d.manifest)
+
+
+def make_provider(spec, run_id, identity, seq_len, heldout=False, pinned=None):
+    """The training (or held-out) data provider; `pinned`: `data_pinning(spec)` when the
+    caller already has it (a manifest is loaded once for both providers), else loaded here."""
     d = spec.data
     seed = bytes(32) if heldout else bytes.fromhex(d.shuffle_seed)
-    pinned = {}
-    if d.kind in ("local", "http") and (d.heldout_dir or d.heldout_urls or not heldout):
-        if not d.manifest:
-            if not heldout:
-                logger.warning("the run names no data manifest: nothing checks that this "
-                               "client reads the same tokens as the others")
-        elif not d.manifest_sha256:
-            raise ManifestError(f"the run names the data manifest {d.manifest} without its "
-                                "hash (data.manifest_sha256; create-run fills it in)")
-        else:
-            pinned = dict(manifest=load_manifest(d.manifest, d.manifest_sha256),
-                          manifest_location=d.manifest)
+    if pinned is None and (d.heldout_dir or d.heldout_urls or not heldout):
+        pinned = data_pinning(spec, warn=not heldout)
+    pinned = pinned or {}
     if heldout:
         if d.heldout_dir:
             return LocalDataProvider(d.heldout_dir, d.token_size, seq_len, **pinned)
@@ -259,9 +271,11 @@ class DistroTrainer:
         self.model, self.params_step = model, step
         self._fresh_optimizer()
         if self.provider is None:
-            self.provider = make_provider(self.spec, self.run_id, self.identity, seq_len)
+            pinned = data_pinning(self.spec)
+            self.provider = make_provider(self.spec, self.run_id, self.identity, seq_len,
+                                          pinned=pinned)
             self.heldout = make_provider(self.spec, self.run_id, self.identity, seq_len,
-                                         heldout=True)
+                                         heldout=True, pinned=pinned)
         count, digest = parameter_count(self.model), parameter_hash(self.model)
         self.metrics.write(event="model", step=step, parameters=count, params=digest,
                            source=kind)
