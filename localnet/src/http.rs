@@ -1,138 +1,81 @@
-//! The HTTP/1.1 front end of the JSON-RPC: a thread per connection, keep-alive, requests parsed
-//! with `httparse`. (tiny_http 0.12 was used first: its connection pool could leave a new
-//! connection with no thread to serve it while others were kept alive, so a client opening
-//! several connections at once hung; see benchmarks/README.md.)
+//! The JSON-RPC over HTTP: `POST` with a request or a batch, `GET` (any path) answers `ok` as a
+//! validator's `/health` does. Bodies are bounded; the RPC runs on tokio's blocking pool, since
+//! it takes the chain's lock and executes transactions. (Two servers came before: tiny_http 0.12,
+//! whose pool could leave a new connection unserved while others were kept alive, then a thread
+//! per connection over httparse; see benchmarks/README.md.)
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
-use std::time::Duration;
+
+use axum::body::{to_bytes, Body};
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use serde_json::Value;
+use tokio::net::TcpListener;
 
 use crate::json::error_reply;
 use crate::node::Node;
-use crate::rpc;
+use crate::{rpc, server};
 
 /// Largest request body accepted (a batch of transactions).
-const MAX_BODY: usize = 4 << 20;
-/// Largest request head (request line and headers).
-const MAX_HEAD: usize = 64 << 10;
-/// A keep-alive connection idle this long is closed.
-const IDLE: Duration = Duration::from_secs(120);
+pub const MAX_BODY: usize = 4 << 20;
+/// Connections served at once; more wait in the listen backlog.
+const MAX_CONNECTIONS: usize = 1024;
 
-/// Accepts connections until the process ends.
-pub fn serve(listener: TcpListener, node: Arc<Node>) {
-    for stream in listener.incoming().flatten() {
-        let node = node.clone();
-        std::thread::spawn(move || {
-            let _ = connection(stream, &node);
-        });
-    }
+pub async fn serve(listener: TcpListener, node: Arc<Node>) {
+    let app = Router::new().fallback(request).with_state(node);
+    server::serve(listener, app, MAX_CONNECTIONS).await
 }
 
-struct Head {
-    get: bool,
-    length: usize,
-    close: bool,
+fn json(status: StatusCode, body: String) -> Response {
+    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-/// Reads one request head; None when the client closed the connection between requests.
-fn read_head(reader: &mut BufReader<TcpStream>) -> std::io::Result<Option<Result<Head, String>>> {
-    let mut raw = Vec::new();
-    loop {
-        let before = raw.len();
-        if reader.read_until(b'\n', &mut raw)? == 0 {
-            return Ok(if raw.is_empty() {
-                None
-            } else {
-                Some(Err("truncated request".into()))
-            });
-        }
-        if raw[before..] == *b"\r\n" || raw[before..] == *b"\n" {
-            if before == 0 {
-                raw.clear(); // a stray empty line between requests
-                continue;
-            }
-            break;
-        }
-        if raw.len() > MAX_HEAD {
-            return Ok(Some(Err("request head too large".into())));
-        }
+/// Refused before the body is read: the connection closes, so its unread body goes nowhere.
+fn too_large(announced: Option<usize>) -> Response {
+    let size = announced.map_or("more".into(), |n| format!("{n} bytes"));
+    let body = error_reply(
+        Value::Null,
+        -32600,
+        &format!("request too large: {size}, at most {MAX_BODY} bytes"),
+    );
+    let mut reply = json(StatusCode::PAYLOAD_TOO_LARGE, body);
+    reply
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    reply
+}
+
+async fn request(
+    State(node): State<Arc<Node>>,
+    method: Method,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    if method == Method::GET {
+        return "ok".into_response();
     }
-    let mut headers = [httparse::EMPTY_HEADER; 64];
-    let mut req = httparse::Request::new(&mut headers);
-    if !matches!(req.parse(&raw), Ok(httparse::Status::Complete(_))) {
-        return Ok(Some(Err("malformed request".into())));
+    let announced = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if announced.is_some_and(|n| n > MAX_BODY) {
+        return too_large(announced);
     }
-    let mut head = Head {
-        get: req.method == Some("GET"),
-        length: 0,
-        close: req.version == Some(0),
+    // A chunked body has no announced length: it is cut off at the limit instead.
+    let Ok(body) = to_bytes(body, MAX_BODY).await else {
+        return too_large(None);
     };
-    for h in req.headers.iter() {
-        let value = String::from_utf8_lossy(h.value);
-        if h.name.eq_ignore_ascii_case("content-length") {
-            match value.trim().parse() {
-                Ok(n) => head.length = n,
-                Err(_) => return Ok(Some(Err("invalid Content-Length".into()))),
-            }
-        } else if h.name.eq_ignore_ascii_case("connection") {
-            head.close = value.eq_ignore_ascii_case("close");
-        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
-            return Ok(Some(Err(
-                "chunked bodies are not supported: send Content-Length".into(),
-            )));
-        }
-    }
-    Ok(Some(Ok(head)))
-}
-
-fn respond(stream: &mut TcpStream, status: &str, body: &str, close: bool) -> std::io::Result<()> {
-    // One write: head and body leave in the same segments (no wait on a delayed ACK).
-    let mut out = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{}\r\n",
-        body.len(),
-        if close { "Connection: close\r\n" } else { "" }
-    )
-    .into_bytes();
-    out.extend_from_slice(body.as_bytes());
-    stream.write_all(&out)
-}
-
-fn connection(stream: TcpStream, node: &Node) -> std::io::Result<()> {
-    stream.set_nodelay(true)?;
-    stream.set_read_timeout(Some(IDLE))?;
-    let mut writer = stream.try_clone()?;
-    let mut reader = BufReader::new(stream);
-    loop {
-        let head = match read_head(&mut reader)? {
-            None => return Ok(()),
-            Some(Err(e)) => {
-                let body = error_reply(serde_json::Value::Null, -32600, &e);
-                return respond(&mut writer, "400 Bad Request", &body, true);
-            }
-            Some(Ok(head)) => head,
-        };
-        if head.length > MAX_BODY {
-            let body = error_reply(serde_json::Value::Null, -32600, "request too large");
-            return respond(&mut writer, "413 Payload Too Large", &body, true);
-        }
-        let mut body = vec![0; head.length];
-        reader.read_exact(&mut body)?;
-        let reply = if head.get {
-            "ok".to_string() // `GET /health`, as validators answer it
-        } else {
-            match String::from_utf8(body) {
-                Ok(text) => rpc::handle_body(node, &text),
-                Err(_) => error_reply(
-                    serde_json::Value::Null,
-                    -32700,
-                    "Parse error: body is not UTF-8",
-                ),
-            }
-        };
-        respond(&mut writer, "200 OK", &reply, head.close)?;
-        if head.close {
-            return Ok(());
+    let Ok(text) = String::from_utf8(body.to_vec()) else {
+        let body = error_reply(Value::Null, -32700, "Parse error: body is not UTF-8");
+        return json(StatusCode::OK, body);
+    };
+    match tokio::task::spawn_blocking(move || rpc::handle_body(&node, &text)).await {
+        Ok(reply) => json(StatusCode::OK, reply),
+        Err(e) => {
+            let body = error_reply(Value::Null, -32603, &format!("Internal error: {e}"));
+            json(StatusCode::INTERNAL_SERVER_ERROR, body)
         }
     }
 }

@@ -1,8 +1,6 @@
 //! psyche-localnet: a local Solana chain with the Psyche coordinator program, behind JSON-RPC
 //! (default 127.0.0.1:8899) and PubSub (default 127.0.0.1:8900).
 
-use std::net::TcpListener;
-
 use clap::Parser;
 use psyche_localnet::{http, node, pubsub, LocalChain};
 
@@ -61,11 +59,17 @@ fn main() {
         args.rpc_port + 1
     });
     let rpc_addr = format!("{}:{}", args.bind_address, args.rpc_port);
-    let http = TcpListener::bind(&rpc_addr)
-        .unwrap_or_else(|e| fail(format!("cannot listen on {rpc_addr}: {e}")));
-    let ws_addr = format!("{}:{}", args.bind_address, ws_port);
-    let ws = TcpListener::bind(&ws_addr)
-        .unwrap_or_else(|e| fail(format!("cannot listen on {ws_addr}: {e}")));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| fail(format!("cannot start the async runtime: {e}")));
+    let listen = |addr: String| {
+        runtime
+            .block_on(tokio::net::TcpListener::bind(&addr))
+            .unwrap_or_else(|e| fail(format!("cannot listen on {addr}: {e}")))
+    };
+    let http = listen(rpc_addr);
+    let ws = listen(format!("{}:{}", args.bind_address, ws_port));
 
     let chain = match &args.ledger {
         None => LocalChain::new(node::unix_now()),
@@ -90,7 +94,7 @@ fn main() {
     );
     let clock = node.clone();
     std::thread::spawn(move || clock.run_slot_clock());
-    let pubsub_node = node.clone();
-    std::thread::spawn(move || pubsub::serve(ws, pubsub_node));
-    http::serve(http, node);
+    runtime.block_on(async {
+        tokio::join!(pubsub::serve(ws, node.clone()), http::serve(http, node));
+    });
 }

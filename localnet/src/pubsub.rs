@@ -1,77 +1,96 @@
 //! Solana PubSub over websockets: accountSubscribe, signatureSubscribe, slotSubscribe,
-//! logsSubscribe and programSubscribe (and their unsubscribes). Each connection has its own thread; the chain side pushes
-//! notifications into the subscribers' channels (`subscriptions.rs`) after it commits.
+//! logsSubscribe and programSubscribe (and their unsubscribes). Each connection is a task that
+//! answers its requests and forwards the notifications the chain side queues for it
+//! (`subscriptions.rs`) after it commits.
 
-use std::net::{TcpListener, TcpStream};
-use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
-use std::time::Duration;
 
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Router;
 use serde_json::{json, Value};
 use solana_signature::Signature;
-use tungstenite::{Message, WebSocket};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 
 use crate::json::{self, error_reply, Encoding};
 use crate::node::Node;
+use crate::server;
 use crate::subscriptions::{Conn, Topic};
 
-/// Accepts websocket connections until the process ends.
-pub fn serve(listener: TcpListener, node: Arc<Node>) {
-    for stream in listener.incoming().flatten() {
-        let node = node.clone();
-        std::thread::spawn(move || {
-            if let Err(e) = connection(stream, &node) {
-                eprintln!("psyche-localnet: pubsub connection ended: {e}");
-            }
-        });
-    }
+/// Websocket connections at once; one more is refused with 503.
+const MAX_CONNECTIONS: usize = 1024;
+/// Largest request message (a subscription request is a few hundred bytes).
+const MAX_MESSAGE: usize = 64 << 10;
+/// Close code for a client that reads its notifications too slowly (RFC 6455: policy).
+const FELL_BEHIND: u16 = 1008;
+
+struct PubSub {
+    node: Arc<Node>,
+    open: Arc<Semaphore>,
 }
 
-fn connection(stream: TcpStream, node: &Node) -> Result<(), String> {
-    stream.set_nodelay(true).ok();
-    let mut ws = tungstenite::accept(stream).map_err(|e| e.to_string())?;
-    // Reads time out so the thread also forwards notifications.
-    ws.get_ref()
-        .set_read_timeout(Some(Duration::from_millis(10)))
-        .map_err(|e| e.to_string())?;
-    let (out, inbox): (Sender<String>, Receiver<String>) = channel();
-    let conn = node.subscriptions.connect(out);
-    let result = pump(&mut ws, node, &conn, &inbox);
-    node.subscriptions.drop_connection(&conn);
-    result
+pub async fn serve(listener: TcpListener, node: Arc<Node>) {
+    let state = Arc::new(PubSub {
+        node,
+        open: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
+    });
+    let app = Router::new().fallback(upgrade).with_state(state);
+    // The HTTP side bounds only the handshakes: an upgraded connection leaves it.
+    server::serve(listener, app, MAX_CONNECTIONS).await
 }
 
-fn pump(
-    ws: &mut WebSocket<TcpStream>,
-    node: &Node,
-    conn: &Conn,
-    inbox: &Receiver<String>,
-) -> Result<(), String> {
+async fn upgrade(State(pubsub): State<Arc<PubSub>>, ws: WebSocketUpgrade) -> Response {
+    let Ok(permit) = pubsub.open.clone().try_acquire_owned() else {
+        let msg = format!("too many PubSub connections (at most {MAX_CONNECTIONS})");
+        return (StatusCode::SERVICE_UNAVAILABLE, msg).into_response();
+    };
+    let node = pubsub.node.clone();
+    ws.max_message_size(MAX_MESSAGE)
+        .on_upgrade(move |socket| async move {
+            connection(socket, node).await;
+            drop(permit);
+        })
+}
+
+async fn connection(mut socket: WebSocket, node: Arc<Node>) {
+    let (conn, mut inbox) = node.subscriptions.connect();
+    let conn = Arc::new(conn);
     loop {
-        match ws.read() {
-            Ok(Message::Text(text)) => {
-                let reply = handle(node, conn, &text);
-                ws.send(Message::text(reply)).map_err(|e| e.to_string())?;
+        let reply = tokio::select! {
+            request = socket.recv() => match request {
+                Some(Ok(Message::Text(text))) => {
+                    // Subscribing may read a signature's status under the chain's lock.
+                    let (node, conn) = (node.clone(), conn.clone());
+                    let text = text.to_string();
+                    match tokio::task::spawn_blocking(move || handle(&node, &conn, &text)).await {
+                        Ok(reply) => reply,
+                        Err(e) => error_reply(Value::Null, -32603, &format!("Internal error: {e}")),
+                    }
+                }
+                Some(Ok(Message::Close(_))) | None => break,
+                // Pings are answered by the websocket layer; binary frames carry no requests.
+                Some(Ok(_)) => continue,
+                // A client that vanished without a close frame has simply gone.
+                Some(Err(_)) => break,
+            },
+            Some(notification) = inbox.recv() => notification,
+            () = conn.fell_behind() => {
+                let close = CloseFrame {
+                    code: FELL_BEHIND,
+                    reason: "notifications not read fast enough".into(),
+                };
+                let _ = socket.send(Message::Close(Some(close))).await;
+                break;
             }
-            Ok(Message::Close(_)) => return Ok(()),
-            Ok(_) => {}
-            Err(tungstenite::Error::Io(e))
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) => {}
-            Err(tungstenite::Error::ConnectionClosed)
-            | Err(tungstenite::Error::AlreadyClosed)
-            // A client that exits without a close frame has simply gone.
-            | Err(tungstenite::Error::Protocol(
-                tungstenite::error::ProtocolError::ResetWithoutClosingHandshake,
-            )) => return Ok(()),
-            Err(e) => return Err(e.to_string()),
-        }
-        while let Ok(msg) = inbox.try_recv() {
-            ws.send(Message::text(msg)).map_err(|e| e.to_string())?;
+        };
+        if socket.send(Message::Text(reply.into())).await.is_err() {
+            break;
         }
     }
+    node.subscriptions.drop_connection(&conn);
 }
 
 fn handle(node: &Node, conn: &Conn, text: &str) -> String {

@@ -1,16 +1,20 @@
 //! The registry of PubSub subscriptions: who listens to what, and the notifications the node
-//! pushes into their connections' channels after it commits. A leaf: the node fills it, the
+//! pushes into their connections' outboxes after it commits. A leaf: the node fills it, the
 //! websocket side (`pubsub.rs`) adds and removes subscriptions.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::Sender;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 use solana_pubkey::Pubkey;
 use solana_signature::Signature;
+use tokio::sync::mpsc::error::TrySendError;
+use tokio::sync::{mpsc, Notify};
 
 use crate::json::{self, Encoding};
+
+/// Notifications a connection may have waiting; one more and it has fallen behind.
+const OUTBOX: usize = 4096;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Topic {
@@ -23,10 +27,40 @@ pub enum Topic {
     Program(Pubkey, Encoding, Vec<json::Filter>),
 }
 
+/// Where a connection's notifications go: a bounded queue, so a client that does not read
+/// costs a bounded amount of memory; when it is full the connection is told to close.
+#[derive(Clone)]
+struct Outbox {
+    queue: mpsc::Sender<String>,
+    behind: Arc<Notify>,
+}
+
+impl Outbox {
+    /// False when the subscription ends here: its connection is gone or has fallen behind.
+    fn push(&self, notification: String) -> bool {
+        match self.queue.try_send(notification) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_)) => {
+                self.behind.notify_one();
+                false
+            }
+            Err(TrySendError::Closed(_)) => false,
+        }
+    }
+}
+
 /// One websocket connection: its id and where its notifications go.
 pub struct Conn {
     id: u64,
-    out: Sender<String>,
+    out: Outbox,
+}
+
+impl Conn {
+    /// Resolves once a notification could not be queued: the client reads too slowly, and
+    /// the connection should close rather than silently miss notifications.
+    pub async fn fell_behind(&self) {
+        self.out.behind.notified().await
+    }
 }
 
 struct Subscription {
@@ -34,7 +68,7 @@ struct Subscription {
     /// The connection that asked for it.
     conn: u64,
     topic: Topic,
-    out: Sender<String>,
+    out: Outbox,
 }
 
 /// Every live subscription of every connection.
@@ -52,12 +86,15 @@ fn notification(method: &str, id: u64, result: Value) -> String {
 }
 
 impl Subscriptions {
-    /// A new connection whose notifications go to `out`.
-    pub fn connect(&self, out: Sender<String>) -> Conn {
-        Conn {
-            id: self.next_conn.fetch_add(1, Ordering::Relaxed),
-            out,
-        }
+    /// A new connection, and the queue its notifications arrive in.
+    pub fn connect(&self) -> (Conn, mpsc::Receiver<String>) {
+        let (queue, inbox) = mpsc::channel(OUTBOX);
+        let out = Outbox {
+            queue,
+            behind: Arc::new(Notify::new()),
+        };
+        let id = self.next_conn.fetch_add(1, Ordering::Relaxed);
+        (Conn { id, out }, inbox)
     }
 
     pub fn add(&self, topic: Topic, conn: &Conn) -> u64 {
@@ -126,9 +163,7 @@ impl Subscriptions {
                 let value = json!({"context": {"slot": slot},
                                    "value": {"signature": sig.to_string(), "err": err,
                                              "logs": logs}});
-                s.out
-                    .send(notification("logsNotification", s.id, value))
-                    .is_ok()
+                s.out.push(notification("logsNotification", s.id, value))
             }
             _ => true,
         });
@@ -150,9 +185,7 @@ impl Subscriptions {
                 let value = json!({"context": {"slot": slot},
                                    "value": {"pubkey": key.to_string(),
                                              "account": json::account(account, *enc)}});
-                s.out
-                    .send(notification("programNotification", s.id, value))
-                    .is_ok()
+                s.out.push(notification("programNotification", s.id, value))
             }
             _ => true,
         });
@@ -172,9 +205,7 @@ impl Subscriptions {
             Topic::Account(k, enc) if k == key => {
                 let value =
                     json!({"context": {"slot": slot}, "value": json::account(account, *enc)});
-                s.out
-                    .send(notification("accountNotification", s.id, value))
-                    .is_ok()
+                s.out.push(notification("accountNotification", s.id, value))
             }
             _ => true,
         });
@@ -186,9 +217,8 @@ impl Subscriptions {
         subs.retain(|s| match &s.topic {
             Topic::Signature(k) if k == sig => {
                 let value = json!({"context": {"slot": slot}, "value": {"err": err}});
-                let _ = s
-                    .out
-                    .send(notification("signatureNotification", s.id, value));
+                s.out
+                    .push(notification("signatureNotification", s.id, value));
                 false
             }
             _ => true,
@@ -200,7 +230,7 @@ impl Subscriptions {
         subs.retain(|s| match &s.topic {
             Topic::Slot => {
                 let value = json!({"parent": slot.saturating_sub(1), "root": slot.saturating_sub(1), "slot": slot});
-                s.out.send(notification("slotNotification", s.id, value)).is_ok()
+                s.out.push(notification("slotNotification", s.id, value))
             }
             _ => true,
         });
@@ -208,5 +238,42 @@ impl Subscriptions {
 
     pub fn drop_connection(&self, conn: &Conn) {
         self.subs.lock().unwrap().retain(|s| s.conn != conn.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connection_that_lets_its_queue_fill_is_told_to_close_and_loses_its_subscriptions() {
+        let subs = Subscriptions::default();
+        let (conn, mut inbox) = subs.connect();
+        let (_other, mut other_inbox) = subs.connect();
+        subs.add(Topic::Slot, &conn);
+        for slot in 0..OUTBOX as u64 {
+            subs.slot(slot);
+        }
+        assert_eq!(
+            subs.subs.lock().unwrap().len(),
+            1,
+            "a full queue is not yet behind"
+        );
+        subs.slot(OUTBOX as u64); // one more than the queue holds
+        assert!(subs.subs.lock().unwrap().is_empty());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            tokio::time::timeout(std::time::Duration::from_secs(5), conn.fell_behind())
+                .await
+                .expect("told to close");
+        });
+        assert_eq!(inbox.try_recv().map(|n| n.contains("\"slot\":0")), Ok(true));
+        assert!(
+            other_inbox.try_recv().is_err(),
+            "other connections are untouched"
+        );
     }
 }

@@ -29,6 +29,44 @@ def test_many_connections_at_once_are_all_served(localnet):
     assert all(h == "ok" and isinstance(s, int) for s, h in results)
 
 
+def test_idle_keep_alive_connections_leave_new_ones_served(localnet):
+    """The old failure: connections kept alive by earlier clients took the server's workers, and
+    a client arriving later waited unserved. 300 idle keep-alive connections, then 32 new ones
+    are all answered, and the idle ones still are afterwards."""
+    host, port = localnet.rpc_url.removeprefix("http://").split(":")
+    body = b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}'
+    request = (b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+               + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+
+    async def ask(reader, writer):
+        writer.write(request)
+        await writer.drain()
+        head = await reader.readuntil(b"\r\n\r\n")
+        size = next(int(h.split(b":")[1]) for h in head.split(b"\r\n")
+                    if h.lower().startswith(b"content-length"))
+        return json.loads(await reader.readexactly(size))["result"]
+
+    async def go():
+        idle = [await asyncio.open_connection(host, int(port)) for _ in range(300)]
+        try:
+            for conn in idle:
+                assert await ask(*conn) >= 0  # served once, then left open
+            async def newcomer():
+                conn = await asyncio.open_connection(host, int(port))
+                try:
+                    return await ask(*conn)
+                finally:
+                    conn[1].close()
+            late = await asyncio.wait_for(asyncio.gather(*(newcomer() for _ in range(32))), 30)
+            again = await asyncio.wait_for(asyncio.gather(*(ask(*c) for c in idle)), 30)
+            return late, again
+        finally:
+            for _, writer in idle:
+                writer.close()
+    late, again = asyncio.run(go())
+    assert len(late) == 32 and len(again) == 300
+
+
 def test_batches_and_bad_requests(localnet):
     with httpx.Client(timeout=30) as c:
         batch = [{"jsonrpc": "2.0", "id": 1, "method": "getHealth"},
@@ -38,12 +76,23 @@ def test_batches_and_bad_requests(localnet):
         bad = c.post(localnet.rpc_url, content=b"{not json").json()
         assert bad["error"]["code"] == -32700
         assert c.get(localnet.rpc_url + "/health").text == "ok"
-    # a malformed request head gets a clear 400 and the connection is closed
+    # a malformed request head gets a 400 and the connection is closed (HTTP's own error,
+    # from hyper: there is no JSON-RPC request to answer)
     host, port = localnet.rpc_url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=30) as s:
         s.sendall(b"NOT HTTP AT ALL\r\n\r\n")
-        reply = s.recv(4096).decode()
-    assert reply.startswith("HTTP/1.1 400") and json.loads(reply.split("\r\n\r\n", 1)[1])
+        reply = b""
+        while chunk := s.recv(4096):
+            reply += chunk
+    assert reply.startswith(b"HTTP/1.1 400")
+    # a request head over 64 KiB is refused with 431, and the connection closed
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        s.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (70 << 10)
+                  + b"\r\nContent-Length: 2\r\n\r\n{}")
+        reply = b""
+        while chunk := s.recv(4096):
+            reply += chunk
+    assert reply.startswith(b"HTTP/1.1 431")
 
 
 def test_get_program_accounts(localnet):
