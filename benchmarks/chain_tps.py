@@ -24,14 +24,24 @@ process is sampled per burst (both share the machine).
 
     python benchmarks/chain_tps.py [--ticks 2000] [--concurrency 32] [--rounds 10] [--repeat 3]
     python benchmarks/chain_tps.py --client httpx --batch 32    # less client, more node
+
+--compare [REF] measures this tree's node against the one built from REF (default: the commit
+before the front end moved to hyper/axum), in the same run: REF's sources are unpacked and built
+under ~/.cache/psyche/chain-tps (once per commit), then --pairs times, in both client modes
+(solana-py one transaction per request, httpx batches of 32), the two nodes run the whole
+benchmark one after the other (order alternating). Ratios new/old of the median tx/s of each kind
+go to benchmarks/results/chain_tps.json, whose headline holds the lower of the two modes.
 """
 
 import argparse
 import asyncio
 import base64
+import copy
 import gc
+import json
 import logging
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -56,6 +66,13 @@ from psyche_client.chain.program import ACCOUNT_SPACE, Coordinator, ProgramError
 from psyche_coordinator_core import RoundCommittee, RunConfig, RunState, bloom_of  # noqa: E402
 
 CLIENTS = 256
+# The last commit whose node served HTTP with a thread per connection (httparse) and PubSub
+# with a thread per websocket (tungstenite): the baseline of --compare.
+OLD_FRONT_END = "6dba7cd"
+CACHE = Path.home() / ".cache" / "psyche" / "chain-tps"
+RESULTS = REPO / "benchmarks" / "results" / "chain_tps.json"
+# (client, transactions per request) of --compare
+MODES = [("solana-py", 1), ("httpx", 32)]
 SEND = TxOpts(skip_preflight=True, skip_confirmation=True)
 CONFIG = RunConfig(
     warmup_time=600, cooldown_time=10, max_round_train_time=3600, round_witness_time=1,
@@ -235,10 +252,9 @@ def summary(rows, kind):
         me_us=sum(r["cpu_me"] for r in rs) / n * 1e6)
 
 
-async def run(args):
+async def run(args, path: Path):
     payer = Keypair()
     clients = [Keypair() for _ in range(CLIENTS)]
-    path = binary(args.binary)
     log(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; node {path}")
     proc, rpc = start(path, [(payer, 1000)] + [(kp, 10) for kp in clients])
     coord = Coordinator(rpc, payer)
@@ -355,6 +371,94 @@ def report(rows, load, args):
           "transaction")
 
 
+def git(*args) -> str:
+    return subprocess.run(["git", *args], cwd=REPO, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def build_at(ref: str):
+    """The release node built from commit `ref`'s sources: (full sha, binary). Unpacked with git
+    archive and built once per commit under CACHE, with its own cargo target directory."""
+    sha = git("rev-parse", "--verify", f"{ref}^{{commit}}")
+    out = CACHE / f"psyche-localnet-{sha[:12]}"
+    if out.exists():
+        return sha, out
+    src = CACHE / "src" / sha[:12]
+    if not (src / "Cargo.toml").exists():
+        shutil.rmtree(src, ignore_errors=True)
+        src.mkdir(parents=True)
+        archive = subprocess.run(["git", "archive", sha], cwd=REPO, check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
+    log(f"building psyche-localnet at {sha[:12]} (release; the first time takes minutes)")
+    subprocess.run(["cargo", "build", "-q", "--release", "-p", "psyche-localnet"], cwd=src,
+                   check=True, env={**os.environ, "CARGO_TARGET_DIR": str(CACHE / "target")})
+    shutil.copy2(CACHE / "target" / "release" / "psyche-localnet", out)
+    return sha, out
+
+
+def merged(runs: list) -> dict:
+    """Burst rows of several runs of one node, kind by kind."""
+    rows = {}
+    for run_rows in runs:
+        for kind, rs in run_rows.items():
+            rows.setdefault(kind, []).extend(rs)
+    return rows
+
+
+def compare(args, parser):
+    """The old node (args.compare) against this tree's, each run `pairs` times per mode."""
+    if args.binary:
+        parser.error("--compare builds both nodes: leave out --binary")
+    old_sha, old = build_at(args.compare)
+    try:
+        new = find_binary(rebuild=True, profile="release")  # this tree, rebuilt if stale
+    except LocalnetError as e:
+        sys.exit(f"chain_tps: {e}")
+    new_rev = git("describe", "--always", "--dirty", "--abbrev=12")
+    log(f"old node: {old_sha[:12]} ({old}); new node: {new_rev} ({new})")
+    runs = {}  # (mode, which) -> [rows per run]
+    for pair in range(args.pairs):
+        for client, batch in MODES:
+            margs = copy.copy(args)
+            margs.client, margs.batch = client, batch
+            order = ("old", "new") if pair % 2 == 0 else ("new", "old")
+            for which in order:
+                log(f"\n== pair {pair + 1}/{args.pairs}, {client} x{batch}: {which} node")
+                rows, load = asyncio.run(run(margs, old if which == "old" else new))
+                report(rows, load, margs)
+                runs.setdefault((f"{client} x{batch}", which), []).append(rows)
+    modes, headline = {}, {}
+    for client, batch in MODES:
+        mode = f"{client} x{batch}"
+        s = {w: {k: summary(merged(runs[(mode, w)]), k) for k in merged(runs[(mode, w)])}
+             for w in ("old", "new")}
+        kinds = {"tick": "tick", "transfer": "system transfer",
+                 "witness": next(k for k in s["new"] if k.startswith("witness"))}
+        ratios = {f"{name}_tps_new_vs_old": s["new"][k]["tps"] / s["old"][k]["tps"]
+                  for name, k in kinds.items()}
+        ratios.update({f"{name}_node_cpu_per_tx_new_vs_old":
+                       s["new"][k]["node_us"] / s["old"][k]["node_us"]
+                       for name, k in kinds.items()})
+        modes[mode] = {"ratios": ratios, "old": s["old"], "new": s["new"]}
+        for key in ("tick_tps_new_vs_old", "witness_tps_new_vs_old", "transfer_tps_new_vs_old"):
+            headline[key] = round(min(headline.get(key, ratios[key]), ratios[key]), 4)
+    result = {
+        "headline": headline,
+        "what": "tx/s of this tree's psyche-localnet over the old front end's, median over "
+                "bursts, per client mode; the headline holds the lower of the two modes",
+        "old_commit": old_sha, "new": new_rev, "pairs": args.pairs,
+        "ticks": args.ticks, "rounds": args.rounds, "repeat": args.repeat,
+        "concurrency": args.concurrency,
+        "machine": f"{os.cpu_count()} CPUs", "modes": modes,
+    }
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    print("\nnew / old (median tx/s over bursts; node CPU per transaction):")
+    for mode, m in modes.items():
+        print(f"  {mode}: " + ", ".join(f"{k} {v:.3f}" for k, v in m["ratios"].items()))
+    print(f"headline (lower of the modes): {headline}; written to {RESULTS}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 epilog=__doc__.split("\n\n", 1)[1],
@@ -373,13 +477,22 @@ def main():
     p.add_argument("--rounds", type=int, default=10, help="witness rounds (default 10)")
     p.add_argument("--repeat", type=int, default=3,
                    help="tick and transfer bursts, alternating (default 3)")
+    p.add_argument("--compare", nargs="?", const=OLD_FRONT_END, metavar="REF",
+                   help="measure this tree's node against REF's, in the same run (default REF: "
+                   f"{OLD_FRONT_END}, the last thread-per-connection front end); writes "
+                   f"{RESULTS.relative_to(REPO)}")
+    p.add_argument("--pairs", type=int, default=2,
+                   help="--compare: runs of each node per client mode (default 2)")
     args = p.parse_args()
     # find_binary says when it builds the node (the first time takes minutes)
     logging.basicConfig(format="%(message)s", stream=sys.stdout)
     logging.getLogger("psyche_client.chain.localnet").setLevel(logging.INFO)
     if args.batch != 1 and args.client != "httpx":
         p.error("--batch needs --client httpx")
-    rows, load = asyncio.run(run(args))
+    if args.compare:
+        compare(args, p)
+        return
+    rows, load = asyncio.run(run(args, binary(args.binary)))
     report(rows, load, args)
 
 
