@@ -323,7 +323,8 @@ async def run(args, path: Path):
             for i in elected:
                 kp = by_signer[st.clients[i].signer]
                 txs.append(b.sign(kp, [coord.ix_witness(kp.pubkey(), instance, acct, i, st.step,
-                                                         participants, broadcast, bytes(32))], h))
+                                                         participants, broadcast, bytes(32),
+                                                         bytes(32))], h))
             await b.burst(f"witness ({len(elected)} elected)", txs)
             txs = []
             for i in range(len(elected)):
