@@ -1,8 +1,10 @@
 //! The JSON-RPC over HTTP: `POST` with a request or a batch, `GET` (any path) answers `ok` as a
-//! validator's `/health` does. Bodies are bounded; the RPC runs on tokio's blocking pool, since
-//! it takes the chain's lock and executes transactions. (Two servers came before: tiny_http 0.12,
-//! whose pool could leave a new connection unserved while others were kept alive, then a thread
-//! per connection over httparse; see benchmarks/README.md.)
+//! validator's `/health` does. Bodies are bounded. The RPC runs on the worker that read the
+//! request: it waits for the chain's lock, which serializes every call anyway, and handing each
+//! call to tokio's blocking pool cost ~50 µs of node CPU per transaction (two thread wake-ups),
+//! 8% of the throughput of one-transaction requests (benchmarks/README.md, `chain_tps`). (Two
+//! servers came before: tiny_http 0.12, whose pool could leave a new connection unserved while
+//! others were kept alive, then a thread per connection over httparse.)
 
 use std::sync::Arc;
 
@@ -71,11 +73,5 @@ async fn request(
         let body = error_reply(Value::Null, -32700, "Parse error: body is not UTF-8");
         return json(StatusCode::OK, body);
     };
-    match tokio::task::spawn_blocking(move || rpc::handle_body(&node, &text)).await {
-        Ok(reply) => json(StatusCode::OK, reply),
-        Err(e) => {
-            let body = error_reply(Value::Null, -32603, &format!("Internal error: {e}"));
-            json(StatusCode::INTERNAL_SERVER_ERROR, body)
-        }
-    }
+    json(StatusCode::OK, rpc::handle_body(&node, &text))
 }

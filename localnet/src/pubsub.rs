@@ -4,6 +4,7 @@
 //! (`subscriptions.rs`) after it commits.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
@@ -26,6 +27,8 @@ const MAX_CONNECTIONS: usize = 1024;
 const MAX_MESSAGE: usize = 64 << 10;
 /// Close code for a client that reads its notifications too slowly (RFC 6455: policy).
 const FELL_BEHIND: u16 = 1008;
+/// A client that takes no bytes for this long (its socket buffer full) is gone.
+const SEND_TIMEOUT: Duration = Duration::from_secs(30);
 
 struct PubSub {
     node: Arc<Node>,
@@ -82,15 +85,23 @@ async fn connection(mut socket: WebSocket, node: Arc<Node>) {
                     code: FELL_BEHIND,
                     reason: "notifications not read fast enough".into(),
                 };
-                let _ = socket.send(Message::Close(Some(close))).await;
+                send(&mut socket, Message::Close(Some(close))).await;
                 break;
             }
         };
-        if socket.send(Message::Text(reply.into())).await.is_err() {
+        if !send(&mut socket, Message::Text(reply.into())).await {
             break;
         }
     }
     node.subscriptions.drop_connection(&conn);
+}
+
+/// False when the connection is done: closed, or not reading.
+async fn send(socket: &mut WebSocket, message: Message) -> bool {
+    matches!(
+        tokio::time::timeout(SEND_TIMEOUT, socket.send(message)).await,
+        Ok(Ok(()))
+    )
 }
 
 fn handle(node: &Node, conn: &Conn, text: &str) -> String {
