@@ -24,6 +24,10 @@ logger = logging.getLogger(__name__)
 SEEN_LIMIT = 4096  # results remembered (delivered or given up) by commitment
 KEEP_SECONDS = 600.0  # how long a result's payload is served after it came
 KEEP_BYTES = 2 << 30  # and at most this much of them
+# An announcer not in the peer list yet (the list lags behind who is up, e.g. while clients
+# reconnect to a restarted coordinator) cannot be fetched from: a result whose announcers are
+# all unknown waits this long for one of them (or another announcer) before trying anyway.
+UNKNOWN_PEER_WAIT = 10.0
 
 
 class ResultForwarding:
@@ -70,9 +74,10 @@ class ResultForwarding:
 
     async def _fetch_one(self, key: str) -> None:
         pending = self._sources[key]
+        deadline = self._clock() + UNKNOWN_PEER_WAIT
         try:
             while pending:
-                msg = pending.pop(0)
+                msg = await self._next(pending, deadline)
                 try:
                     result = await self._fetch(msg)
                 except Exception as e:  # unreachable peer, bad blob, forged header: next one
@@ -88,6 +93,19 @@ class ResultForwarding:
             self._sources.pop(key, None)
             if key in self._seen:
                 self._heard.pop(key, None)
+
+    async def _next(self, pending: list, deadline: float, step=0.25) -> dict:
+        """The next announcement to fetch from: the first whose announcer is in the node's peer
+        list, waiting for one until `deadline`; after that, the oldest."""
+        knows = getattr(self.node, "knows", None)
+        while knows is not None:
+            for i, msg in enumerate(pending):
+                if knows(msg.get("from")):
+                    return pending.pop(i)
+            if self._clock() >= deadline:
+                break
+            await asyncio.sleep(step)
+        return pending.pop(0)
 
     async def _forward(self, key, result) -> None:
         blob = self._keep(result.payload)

@@ -116,6 +116,9 @@ class IrohNode:
         self._protocols = {}  # alpn -> (handler, max_request) for request/reply protocols
         self.retry_for = retry_for  # seconds an announcement a peer missed is sent again
         self._outbox = {}  # endpoint id hex -> deque of (expiry, bytes) the peer has not taken
+        # (expiry, bytes, p2p ids excluded) of the announcements made in the last retry_for
+        # seconds: a peer that enters the peer list later gets them (see set_peers)
+        self._recent = deque(maxlen=OUTBOX_LIMIT)
         self.endpoint = None
         self.endpoint_id = None
 
@@ -245,7 +248,13 @@ class IrohNode:
         sockets), and one that left may come back so: connections with its old process, ours
         and the ones it opened, would only end at QUIC's idle timeout, and while one is open
         iroh cannot dial the new process (measured: every dial times out), so they are
-        closed."""
+        closed.
+
+        A peer that enters the list (new, back, or moved) is sent the announcements of the last
+        `retry_for` seconds it was not excluded from: a list can leave out a peer for a while
+        (a restarted coordinator lists clients as they reconnect), and what was announced
+        meanwhile would otherwise never reach it. Receivers drop what they already have."""
+        before = dict(self.peers)
         new, addrs, by_ep, moved = {}, {}, {}, set()
         for k, v in peers.items():
             if k == self.own or not (v or self.relay_url or k in self.known_addrs):
@@ -273,6 +282,17 @@ class IrohNode:
         for ep in gone:
             for conn in self._incoming.pop(ep, ()):
                 conn.close(_CLOSE_NORMAL, b"peer left or moved")
+        now = time.monotonic()
+        for k in new:
+            if k in before and str(addrs[k].id()) not in moved:
+                continue
+            for expiry, data, excluded in self._recent:
+                if expiry > now and k not in excluded:
+                    self._queue(str(addrs[k].id()), data)
+
+    def knows(self, peer: str) -> bool:
+        """Whether `peer` (a p2p id hex) is in the peer list."""
+        return peer in self._addrs
 
     def _resolve(self, peer):
         """A p2p id, an endpoint id (hex) of a known peer, a ticket or an EndpointAddr."""
@@ -354,6 +374,8 @@ class IrohNode:
         data = json.dumps(msg, separators=(",", ":")).encode()
         if len(data) > MAX_ANNOUNCEMENT:
             raise P2PError(f"announcement of {len(data)} bytes exceeds {MAX_ANNOUNCEMENT}")
+        if self.retry_for > 0:
+            self._recent.append((time.monotonic() + self.retry_for, data, frozenset(exclude)))
         addrs = [a for p, a in self._addrs.items() if p not in exclude]
         sent = await asyncio.gather(*(self._announce_or_queue(a, data) for a in addrs))
         return sum(sent)

@@ -128,3 +128,25 @@ def test_old_result_payloads_leave_the_store():
         finally:
             await closed([a])
     run(main())
+
+
+def test_a_result_from_a_peer_not_yet_listed_is_fetched_once_it_is():
+    """The peer list lags behind who is up (clients reconnecting to a restarted coordinator):
+    a result announced by a peer this node does not list yet is fetched once the list has it,
+    not given up at once."""
+    async def main():
+        ids = [Identity.generate() for _ in range(2)]
+        got = [[], []]
+        a, b = (IrohTransport(ids[i], on_result=got[i].append) for i in range(2))
+        addrs = [await a.start(), await b.start()]
+        try:
+            a.set_peers({ids[1].public.hex(): addrs[1]})  # b does not list a yet
+            result = TrainingResult.create(ids[0], 3, BatchId(0, 9), os.urandom(10_000))
+            await a.publish(result)
+            await asyncio.sleep(1)
+            assert got[1] == []
+            b.set_peers({ids[0].public.hex(): addrs[0]})
+            await until(lambda: got[1] == [result], timeout=15)
+        finally:
+            await closed([a, b])
+    run(main())

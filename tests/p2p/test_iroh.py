@@ -155,6 +155,34 @@ def test_an_announcement_a_peer_missed_reaches_it_once_it_is_up():
     run(main())
 
 
+def test_a_peer_put_back_on_the_list_gets_what_was_announced_while_it_was_off():
+    """A coordinator that restarts lists its clients as they reconnect: for a moment a peer is
+    off the list, and an announcement made then reached nobody (a result never delivered, its
+    trainer marked unhealthy). Back on the list, the peer gets the announcements of the last
+    retry_for seconds (not those it was excluded from), once; the others get nothing twice."""
+    async def main():
+        nodes, inboxes = await started(3, retry_for=30)
+        addrs = {f"p{i}": n.peers.get(f"p{i}") or n.addr() for i, n in enumerate(nodes)}
+        try:
+            nodes[0].set_peers({"p0": addrs["p0"], "p2": addrs["p2"]})  # p1 off the list
+            assert await nodes[0].announce({"n": 0}) == 1
+            assert await nodes[0].announce({"n": 1}, exclude={"p1"}) == 1
+            assert await nodes[0].announce({"n": 2}) == 1
+            await until(lambda: len(inboxes[2]) == 3)
+            assert inboxes[1] == []
+            nodes[0].set_peers(addrs)  # p1 is back
+            await until(lambda: len(inboxes[1]) == 2)
+            await until(lambda: not nodes[0]._outbox)  # acknowledged: the retry loop ended
+            assert await nodes[0].announce({"n": 3}) == 2
+            await until(lambda: len(inboxes[1]) == 3 and len(inboxes[2]) == 4)
+            await asyncio.sleep(1)
+            assert [m["n"] for m in inboxes[1]] == [0, 2, 3]
+            assert [m["n"] for m in inboxes[2]] == [0, 1, 2, 3]
+        finally:
+            await closed(nodes)
+    run(main())
+
+
 def test_blob_fetch_verify_and_errors():
     async def main():
         nodes, _ = await started(2, max_blob_size=1 << 20)
