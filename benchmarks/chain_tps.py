@@ -432,8 +432,8 @@ def compare(args, parser):
     modes, headline = {}, {}
     for client, batch in MODES:
         mode = f"{client} x{batch}"
-        s = {w: {k: summary(merged(runs[(mode, w)]), k) for k in merged(runs[(mode, w)])}
-             for w in ("old", "new")}
+        rows = {w: merged(runs[(mode, w)]) for w in ("old", "new")}
+        s = {w: {k: summary(rows[w], k) for k in rows[w]} for w in ("old", "new")}
         kinds = {"tick": "tick", "transfer": "system transfer",
                  "witness": next(k for k in s["new"] if k.startswith("witness"))}
         ratios = {f"{name}_tps_new_vs_old": s["new"][k]["tps"] / s["old"][k]["tps"]

@@ -69,9 +69,9 @@ async fn request(
     let Ok(body) = to_bytes(body, MAX_BODY).await else {
         return too_large(None);
     };
-    let Ok(text) = String::from_utf8(body.to_vec()) else {
+    let Ok(text) = std::str::from_utf8(&body) else {
         let body = error_reply(Value::Null, -32700, "Parse error: body is not UTF-8");
         return json(StatusCode::OK, body);
     };
-    json(StatusCode::OK, rpc::handle_body(&node, &text))
+    json(StatusCode::OK, rpc::handle_body(&node, text))
 }

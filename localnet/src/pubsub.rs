@@ -60,19 +60,12 @@ async fn upgrade(State(pubsub): State<Arc<PubSub>>, ws: WebSocketUpgrade) -> Res
 
 async fn connection(mut socket: WebSocket, node: Arc<Node>) {
     let (conn, mut inbox) = node.subscriptions.connect();
-    let conn = Arc::new(conn);
     loop {
         let reply = tokio::select! {
             request = socket.recv() => match request {
-                Some(Ok(Message::Text(text))) => {
-                    // Subscribing may read a signature's status under the chain's lock.
-                    let (node, conn) = (node.clone(), conn.clone());
-                    let text = text.to_string();
-                    match tokio::task::spawn_blocking(move || handle(&node, &conn, &text)).await {
-                        Ok(reply) => reply,
-                        Err(e) => error_reply(Value::Null, -32603, &format!("Internal error: {e}")),
-                    }
-                }
+                // On this worker, as the JSON-RPC calls are (http.rs): a subscription reads
+                // at most a signature's status under the chain's lock.
+                Some(Ok(Message::Text(text))) => handle(&node, &conn, &text),
                 Some(Ok(Message::Close(_))) | None => break,
                 // Pings are answered by the websocket layer; binary frames carry no requests.
                 Some(Ok(_)) => continue,
