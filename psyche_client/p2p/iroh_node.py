@@ -290,9 +290,14 @@ class IrohNode:
                 if expiry > now and k not in excluded:
                     self._queue(str(addrs[k].id()), data)
 
-    def knows(self, peer: str) -> bool:
-        """Whether `peer` (a p2p id hex) is in the peer list."""
-        return peer in self._addrs
+    def knows(self, peer) -> bool:
+        """Whether `peer` can be reached now: whatever `_resolve` takes (a listed p2p id or
+        endpoint id, a ticket)."""
+        try:
+            self._resolve(peer)
+        except P2PError:
+            return False
+        return True
 
     def _resolve(self, peer):
         """A p2p id, an endpoint id (hex) of a known peer, a ticket or an EndpointAddr."""

@@ -11,6 +11,34 @@ import pytest
 pytestmark = pytest.mark.slow
 
 
+def address(localnet):
+    host, port = localnet.rpc_url.removeprefix("http://").split(":")
+    return host, int(port)
+
+
+async def exchange(reader, writer, body: bytes, length=None):
+    """One POST on an open connection: (status, JSON reply, head lines)."""
+    writer.write(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 + f"Content-Length: {len(body) if length is None else length}\r\n\r\n"
+                 .encode() + body)
+    await writer.drain()
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    status = int(lines[0].split()[1])
+    size = next(int(h.split(":")[1]) for h in lines if h.lower().startswith("content-length"))
+    return status, json.loads(await reader.readexactly(size)), lines
+
+
+def until_closed(localnet, data: bytes) -> bytes:
+    """Sends raw bytes on a new connection; all the node answers before it closes it."""
+    with socket.create_connection(address(localnet), timeout=30) as s:
+        s.sendall(data)
+        reply = b""
+        while chunk := s.recv(4096):
+            reply += chunk
+    return reply
+
+
 def test_many_connections_at_once_are_all_served(localnet):
     async def one(i):
         # a client of its own: its own keep-alive connection
@@ -33,26 +61,19 @@ def test_idle_keep_alive_connections_leave_new_ones_served(localnet):
     """The old failure: connections kept alive by earlier clients took the server's workers, and
     a client arriving later waited unserved. 300 idle keep-alive connections, then 32 new ones
     are all answered, and the idle ones still are afterwards."""
-    host, port = localnet.rpc_url.removeprefix("http://").split(":")
-    body = b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}'
-    request = (b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-               + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    host, port = address(localnet)
 
     async def ask(reader, writer):
-        writer.write(request)
-        await writer.drain()
-        head = await reader.readuntil(b"\r\n\r\n")
-        size = next(int(h.split(b":")[1]) for h in head.split(b"\r\n")
-                    if h.lower().startswith(b"content-length"))
-        return json.loads(await reader.readexactly(size))["result"]
+        body = b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}'
+        return (await exchange(reader, writer, body))[1]["result"]
 
     async def go():
-        idle = [await asyncio.open_connection(host, int(port)) for _ in range(300)]
+        idle = [await asyncio.open_connection(host, port) for _ in range(300)]
         try:
             for conn in idle:
                 assert await ask(*conn) >= 0  # served once, then left open
             async def newcomer():
-                conn = await asyncio.open_connection(host, int(port))
+                conn = await asyncio.open_connection(host, port)
                 try:
                     return await ask(*conn)
                 finally:
@@ -78,21 +99,11 @@ def test_batches_and_bad_requests(localnet):
         assert c.get(localnet.rpc_url + "/health").text == "ok"
     # a malformed request head gets a 400 and the connection is closed (HTTP's own error,
     # from hyper: there is no JSON-RPC request to answer)
-    host, port = localnet.rpc_url.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port)), timeout=30) as s:
-        s.sendall(b"NOT HTTP AT ALL\r\n\r\n")
-        reply = b""
-        while chunk := s.recv(4096):
-            reply += chunk
-    assert reply.startswith(b"HTTP/1.1 400")
+    assert until_closed(localnet, b"NOT HTTP AT ALL\r\n\r\n").startswith(b"HTTP/1.1 400")
     # a request head over 64 KiB is refused with 431, and the connection closed
-    with socket.create_connection((host, int(port)), timeout=30) as s:
-        s.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (70 << 10)
-                  + b"\r\nContent-Length: 2\r\n\r\n{}")
-        reply = b""
-        while chunk := s.recv(4096):
-            reply += chunk
-    assert reply.startswith(b"HTTP/1.1 431")
+    big = (b"POST / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (70 << 10)
+           + b"\r\nContent-Length: 2\r\n\r\n{}")
+    assert until_closed(localnet, big).startswith(b"HTTP/1.1 431")
 
 
 def test_get_program_accounts(localnet):
@@ -233,7 +244,7 @@ def test_64_connections_with_valid_malformed_and_oversized_requests(localnet):
     """64 connections at once: every valid request answered; every malformed one answered with
     its JSON-RPC error, its connection kept; an oversized body refused with 413 before it is
     read, and only that connection closed; the node's memory stays bounded."""
-    host, port = localnet.rpc_url.removeprefix("http://").split(":")
+    host, port = address(localnet)
     status_file = f"/proc/{localnet.process.pid}/status"
 
     def rss_mib():
@@ -241,22 +252,11 @@ def test_64_connections_with_valid_malformed_and_oversized_requests(localnet):
             kib = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
         return kib / 1024
 
-    async def exchange(reader, writer, body: bytes, length=None):
-        writer.write(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     + f"Content-Length: {len(body) if length is None else length}\r\n\r\n"
-                     .encode() + body)
-        await writer.drain()
-        head = await reader.readuntil(b"\r\n\r\n")
-        lines = head.decode().split("\r\n")
-        status = int(lines[0].split()[1])
-        size = next(int(h.split(":")[1]) for h in lines if h.lower().startswith("content-length"))
-        return status, json.loads(await reader.readexactly(size)), lines
-
     def rpc(method, i):
         return json.dumps({"jsonrpc": "2.0", "id": i, "method": method}).encode()
 
     async def one(i):
-        reader, writer = await asyncio.open_connection(host, int(port))
+        reader, writer = await asyncio.open_connection(host, port)
         try:
             assert (await exchange(reader, writer, rpc("getSlot", i)))[1]["result"] >= 0
             status, reply, _ = await exchange(reader, writer, b'{"jsonrpc": "2.0", "id": 1,')
