@@ -2,7 +2,7 @@
 DisTrO, 2 of them adversarial, and the harness measures what the defenses keep out.
 
     . ~/.cache/psyche/venv/bin/activate
-    python -m benchmarks.byzantine                          # every attack (about 15 minutes)
+    python -m benchmarks.byzantine                          # every attack, one seed (~10 min)
     python -m benchmarks.byzantine --attacks scale100,nan   # a subset
     python -m benchmarks.byzantine --steps 20 --clients 6 --adversaries 1
 
@@ -101,7 +101,7 @@ def make_run(args, data: Path, clip: float, screen: bool, store: str | None = No
                       intermediate_size=256, max_seq_len=args.seq_len),
         "optimizer": dict(kind="distro", lr=args.lr, warmup_steps=args.warmup, chunk=64,
                           topk=args.topk, quantize_1bit=False, clip=clip,
-                          screen=screen),
+                          screen=screen, schedule=args.schedule),
         "data": dict(kind="local", dir=str(data / "train"), token_size=2,
                      shuffle_seed="5e" * 32, heldout_dir=str(data / "heldout"),
                      heldout_sequences=32),
@@ -358,6 +358,11 @@ def main(argv=None) -> int:
     ap.add_argument("--seq-len", type=int, default=64)
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--warmup", type=int, default=5, help="optimizer warmup steps")
+    ap.add_argument("--schedule", choices=("cosine", "constant"), default="cosine",
+                    help="lr after warmup (default cosine to 0.1 x lr at the last step, DeMo's "
+                         "recipe: at a constant lr the sign steps leave the final loss "
+                         "oscillating, ~1.7 %% between seeds for 8 honest clients against 6, "
+                         "against ~0.3 %% with cosine)")
     ap.add_argument("--topk", type=int, default=32)
     ap.add_argument("--seed", type=int, default=RUN_SEED,
                     help=f"the run seed (initial weights; default {RUN_SEED})")
