@@ -30,6 +30,10 @@ struct Args {
     /// directory, the chain resumes with every transaction it acknowledged.
     #[arg(long, value_name = "DIR")]
     ledger: Option<std::path::PathBuf>,
+    /// Threads serving JSON-RPC and PubSub (0: one per CPU). Every call that touches the chain
+    /// waits for the same lock, so more threads overlap only the parsing and the writing.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    rpc_threads: usize,
 }
 
 fn parse_airdrop(spec: &str) -> Result<(solana_pubkey::Pubkey, u64), String> {
@@ -59,7 +63,17 @@ fn main() {
         args.rpc_port + 1
     });
     let rpc_addr = format!("{}:{}", args.bind_address, args.rpc_port);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let mut builder = match args.rpc_threads {
+        1 => tokio::runtime::Builder::new_current_thread(),
+        n => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            if n > 1 {
+                b.worker_threads(n);
+            }
+            b
+        }
+    };
+    let runtime = builder
         .enable_all()
         .build()
         .unwrap_or_else(|e| fail(format!("cannot start the async runtime: {e}")));
