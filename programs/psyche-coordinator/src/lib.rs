@@ -18,6 +18,9 @@
 #![allow(deprecated, clippy::large_stack_frames)]
 
 use anchor_lang::prelude::*;
+// Links the VM's memory and integer builtins into the SBF build (scripts/build-sbf).
+#[cfg(target_os = "solana")]
+use solana_compiler_builtins as _;
 
 #[warn(deprecated, clippy::large_stack_frames)]
 pub mod constants;
@@ -33,7 +36,7 @@ pub use error::CoordinatorProgramError;
 pub use instructions::*;
 pub use state::*;
 
-declare_id!("HFqAvrnHxzXjDJsL2u5ywDiBQxoLuGnuoeGVJ6kA6Svk");
+declare_id!("DtgCpTZ47FRh7x8kJirsUG9EmX6mMyZXkwYH91Rjn4eU");
 
 /// What each instruction does to the state, without Anchor's account machinery: plain
 /// functions over `&mut CoordinatorState` (the account data), the time and the signer, so they
