@@ -99,7 +99,9 @@ class Metrics:
     sent to wandb when a project is named and wandb is installed and configured."""
 
     def __init__(self, path=None, wandb_args=None):
-        self.f = open(path, "a", buffering=1) if path else None
+        # unbuffered bytes: each record goes out in one write call (a text file's buffer split
+        # long records into several), appended whole; readers still skip an unfinished last line
+        self.f = open(path, "ab", buffering=0) if path else None
         self.wandb = None
         if wandb_args and wandb_args.get("project"):
             try:
@@ -110,7 +112,10 @@ class Metrics:
 
     def write(self, **record):
         if self.f:
-            self.f.write(json.dumps({"time": round(time.time(), 3), **record}) + "\n")
+            line = memoryview((json.dumps({"time": round(time.time(), 3), **record}) + "\n")
+                              .encode())
+            while line:  # a raw write may take less than it was given
+                line = line[self.f.write(line):]
         if self.wandb is not None:
             self.wandb.log({f"{record['event']}/{k}": v for k, v in record.items()
                             if isinstance(v, (int, float)) and k != "step"},
