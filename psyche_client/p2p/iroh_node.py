@@ -254,8 +254,8 @@ class IrohNode:
         `retry_for` seconds it was not excluded from: a list can leave out a peer for a while
         (a restarted coordinator lists clients as they reconnect), and what was announced
         meanwhile would otherwise never reach it. Receivers drop what they already have."""
-        before = dict(self.peers)
         new, addrs, by_ep, moved = {}, {}, {}, set()
+        entered = []  # (p2p id, endpoint id) of each peer new to the list, back, or moved
         for k, v in peers.items():
             if k == self.own or not (v or self.relay_url or k in self.known_addrs):
                 continue
@@ -273,6 +273,8 @@ class IrohNode:
             if ep == self.endpoint_id:
                 continue
             new[k], addrs[k], by_ep[ep] = v, a, a
+            if k not in self.peers or ep in moved:
+                entered.append((k, ep))
         gone = (set(self._by_endpoint) - set(by_ep)) | moved
         self.peers, self._addrs, self._by_endpoint = new, addrs, by_ep
         self._tickets.update(new)
@@ -283,12 +285,10 @@ class IrohNode:
             for conn in self._incoming.pop(ep, ()):
                 conn.close(_CLOSE_NORMAL, b"peer left or moved")
         now = time.monotonic()
-        for k in new:
-            if k in before and str(addrs[k].id()) not in moved:
-                continue
+        for k, ep in entered:
             for expiry, data, excluded in self._recent:
                 if expiry > now and k not in excluded:
-                    self._queue(str(addrs[k].id()), data)
+                    self._queue(ep, data)
 
     def knows(self, peer) -> bool:
         """Whether `peer` can be reached now: whatever `_resolve` takes (a listed p2p id or
