@@ -1,6 +1,10 @@
 //! Every conformance vector replayed as instructions through the runtime, against a model of
 //! the Python server (the core operation, then a tick after a successful client operation):
-//! the program must agree with it on every error code and every state byte.
+//! the program must agree with it on every error code and every state byte. Twice: with the
+//! program as a native builtin, and as the SBF build kept in the repository
+//! (`sbf/psyche_coordinator.so`, from `scripts/build-sbf`) under the VM, where every
+//! instruction is metered: each transaction asks for the 1.4M compute units a transaction may
+//! have, and the replay prints the most that each instruction used.
 //!
 //! The vectors' clients are bare 32-byte keys without secret keys, so this replay turns the
 //! chain's signature check off: the runtime then takes an account's signer flag as given, as it
@@ -329,22 +333,48 @@ fn instruction_for(
     }
 }
 
-/// Sends `ix` on a new slot, signed by the payer only (the signature check is off): the
-/// custom error code of a refusal.
-fn send_unsigned(env: &mut Env, ix: Instruction) -> Result<(), u32> {
+/// The most compute units a transaction may ask for (`SetComputeUnitLimit`).
+const MAX_COMPUTE_UNITS: u32 = 1_400_000;
+
+/// The most compute units each instruction used (by its name in the program's log).
+type UnitsUsed = BTreeMap<String, u64>;
+
+/// Sends `ix` on a new slot after a compute budget of [`MAX_COMPUTE_UNITS`], signed by the
+/// payer only (the signature check is off): the custom error code of a refusal. Notes the
+/// compute units used under the instruction's name.
+fn send_unsigned(env: &mut Env, ix: Instruction, used: &mut UnitsUsed) -> Result<(), u32> {
     env.chain.advance_slot(env.now);
     let (hash, _) = env.chain.latest_blockhash();
     let payer = env.payer.insecure_clone();
+    let mut limit = vec![2u8]; // ComputeBudgetInstruction::SetComputeUnitLimit
+    limit.extend_from_slice(&MAX_COMPUTE_UNITS.to_le_bytes());
+    let budget = Instruction {
+        program_id: solana_sdk_ids::compute_budget::ID,
+        accounts: vec![],
+        data: limit,
+    };
     let mut tx = Transaction::new_unsigned(Message::new_with_blockhash(
-        &[ix],
+        &[budget, ix],
         Some(&payer.pubkey()),
         &hash,
     ));
     tx.partial_sign(&[&payer], hash);
-    match env.chain.send(tx.into()) {
+    let sent = env.chain.send(tx.into());
+    let (logs, units) = match &sent {
+        Ok(m) => (&m.logs, m.compute_units_consumed),
+        Err(f) => (&f.meta.logs, f.meta.compute_units_consumed),
+    };
+    if let Some(name) = logs
+        .iter()
+        .find_map(|l| l.strip_prefix("Program log: Instruction: "))
+    {
+        let most = used.entry(name.to_string()).or_default();
+        *most = (*most).max(units);
+    }
+    match sent {
         Ok(_) => Ok(()),
         Err(f) => match f.err {
-            TransactionError::InstructionError(0, InstructionError::Custom(c)) => Err(c),
+            TransactionError::InstructionError(1, InstructionError::Custom(c)) => Err(c),
             e => panic!("not a custom error: {e:?}\n{}", f.meta.logs.join("\n")),
         },
     }
@@ -357,12 +387,37 @@ fn vectors_dir() -> std::path::PathBuf {
     }
 }
 
-/// Every conformance vector, as instructions. Three trajectories per file:
+/// The program's SBF build kept in the repository; `scripts/build-sbf --check` (in
+/// `scripts/test`) fails first when its inputs changed since it was built.
+fn sbf_elf() -> Vec<u8> {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../sbf/psyche_coordinator.so");
+    std::fs::read(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (build it with scripts/build-sbf)", path.display()))
+}
+
+/// Every conformance vector, as instructions to the native program.
+#[test]
+fn conformance_vectors_replayed_as_instructions() {
+    replay_vectors(None);
+}
+
+/// Every conformance vector, as instructions to the SBF build under the VM.
+#[test]
+fn conformance_vectors_replayed_on_sbf() {
+    let used = replay_vectors(Some(&sbf_elf()));
+    println!("most compute units per instruction under the VM (vectors' runs, up to 256 clients):");
+    for (name, units) in &used {
+        println!("  {name:<16} {units:>9}");
+    }
+}
+
+/// Replays every vector against the native program, or against `elf` loaded in its place;
+/// returns the most compute units each instruction used. Three trajectories per file:
 /// - the core alone must reproduce the vector (checks this test's decoding of the steps);
 /// - the model (core operation, then a tick after a successful client operation, as the
 ///   Python server does) and the program must agree on every error code and state byte.
-#[test]
-fn conformance_vectors_replayed_as_instructions() {
+fn replay_vectors(elf: Option<&[u8]>) -> UnitsUsed {
     let mut files: Vec<_> = std::fs::read_dir(vectors_dir())
         .expect("vectors dir")
         .map(|e| e.unwrap().path())
@@ -378,6 +433,13 @@ fn conformance_vectors_replayed_as_instructions() {
     // has its own run id, so its own instance and coordinator account.
     let mut env = Env::new();
     env.chain.svm = std::mem::take(&mut env.chain.svm).with_sigverify(false);
+    if let Some(elf) = elf {
+        env.chain
+            .svm
+            .add_program(psyche_coordinator::ID, elf)
+            .expect("LiteSVM loads the SBF program");
+    }
+    let mut used = UnitsUsed::new();
     for path in &files {
         let name = path.file_name().unwrap().to_string_lossy().to_string();
         let v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
@@ -497,7 +559,7 @@ fn conformance_vectors_replayed_as_instructions() {
                         // the identity (signer flag taken as given) lists the signer
                         listed.push(signer);
                         let ix = run.set_delegates(&payer, &identity, listed.clone());
-                        send_unsigned(&mut env, ix).expect("set_delegates");
+                        send_unsigned(&mut env, ix, &mut used).expect("set_delegates");
                         delegations += 1;
                     }
                     identity
@@ -508,7 +570,7 @@ fn conformance_vectors_replayed_as_instructions() {
                         // no slot: any contributor account passes the accounts' checks
                         if !payer_contributor {
                             let ix = run.set_delegates(&payer, &payer, vec![]);
-                            send_unsigned(&mut env, ix).expect("set_delegates");
+                            send_unsigned(&mut env, ix, &mut used).expect("set_delegates");
                             payer_contributor = true;
                         }
                         payer
@@ -517,7 +579,7 @@ fn conformance_vectors_replayed_as_instructions() {
                 _ => payer,
             };
             let ix = instruction_for(&env, &run, &a, &op, &settle_identity);
-            let got = send_unsigned(&mut env, ix);
+            let got = send_unsigned(&mut env, ix, &mut used);
             sent += 1;
             assert_eq!(
                 got,
@@ -533,11 +595,7 @@ fn conformance_vectors_replayed_as_instructions() {
                 let moved = core_sm::pending_credit(before.get(), *index).unwrap();
                 let credited = &expect["credited"];
                 assert_eq!(
-                    (
-                        hex::encode(moved.identity),
-                        moved.presence,
-                        moved.sequences
-                    ),
+                    (hex::encode(moved.identity), moved.presence, moved.sequences),
                     (
                         credited["identity"].as_str().unwrap().to_string(),
                         credited["presence"].as_u64().unwrap(),
@@ -581,4 +639,5 @@ fn conformance_vectors_replayed_as_instructions() {
     );
     assert!(sent > steps / 2);
     assert!(settled > 0 && delegations > 0);
+    used
 }

@@ -1,6 +1,7 @@
 //! Deterministic permutations from a seed (`shuffle.py`): swap-or-not (committees) and an LCG
 //! Fisher-Yates (trainer order). Integer-only; no allocation; at most 512 bytes of stack.
 
+#[cfg(not(target_os = "solana"))]
 use sha2::{Digest, Sha256};
 
 use crate::constants::{MAX_CLIENTS, SHUFFLE_ROUND_COUNT};
@@ -9,12 +10,21 @@ pub const LCG_A: u64 = 6364136223846793005;
 pub const LCG_C: u64 = 1442695040888963407;
 
 /// SHA-256 of the concatenation of `parts`.
+#[cfg(not(target_os = "solana"))]
 pub fn sha256(parts: &[&[u8]]) -> [u8; 32] {
     let mut h = Sha256::new();
     for p in parts {
         h.update(p);
     }
     h.finalize().into()
+}
+
+/// SHA-256 of the concatenation of `parts`, by the VM's `sol_sha256` syscall: about 100
+/// compute units a call, where sha2 compiled to SBF costs some 7,000, and a witness election
+/// takes 180 of them (two per swap-or-not round).
+#[cfg(target_os = "solana")]
+pub fn sha256(parts: &[&[u8]]) -> [u8; 32] {
+    solana_sha256_hasher::hashv(parts).to_bytes()
 }
 
 pub fn u64_le(b: &[u8; 32]) -> u64 {

@@ -28,7 +28,6 @@
 //! state equal the Python one. The state hash is SHA-256 of these bytes.
 
 use bytemuck::{Pod, Zeroable};
-use sha2::{Digest, Sha256};
 
 use crate::config::RunConfig;
 use crate::constants::*;
@@ -531,7 +530,7 @@ impl CoordinatorState {
 
 /// SHA-256 of the canonical bytes.
 pub fn state_hash(state: &CoordinatorState) -> [u8; 32] {
-    Sha256::digest(bytemuck::bytes_of(state)).into()
+    crate::shuffle::sha256(&[bytemuck::bytes_of(state)])
 }
 
 #[cfg(test)]
