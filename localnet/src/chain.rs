@@ -11,6 +11,7 @@ use solana_clock::Clock;
 use solana_hash::Hash;
 use solana_pubkey::Pubkey;
 use solana_signature::Signature;
+use solana_signer::Signer;
 use solana_transaction::versioned::VersionedTransaction;
 use solana_transaction_error::TransactionError;
 
@@ -94,6 +95,61 @@ impl LocalChain {
         };
         chain.set_clock(unix_timestamp);
         chain
+    }
+
+    /// Runs the coordinator from an SBF build (`scripts/build-sbf`) under the VM, metered,
+    /// in place of the native builtin. LiteSVM takes any bytes and fails each call later, so
+    /// the ELF is tried first: an instruction without data must reach Anchor's dispatch and
+    /// be refused there (`InstructionFallbackNotFound`), else the reason and the log.
+    pub fn load_program_elf(&mut self, elf: &[u8]) -> Result<(), String> {
+        const INSTRUCTION_FALLBACK_NOT_FOUND: u32 = 101; // anchor_lang::error::ErrorCode
+        self.svm
+            .add_program(psyche_coordinator::ID, elf)
+            .map_err(|e| {
+                format!("the runtime (agave 2.3) cannot load it as an SBPF v0 program: {e:?}")
+            })?;
+        // a payer for the one simulated call, there only while it runs
+        let payer = solana_keypair::Keypair::new();
+        let funded = Account {
+            lamports: 1_000_000_000,
+            ..Account::default()
+        };
+        self.svm
+            .set_account(payer.pubkey(), funded)
+            .map_err(|e| format!("{e:?}"))?;
+        let ix = solana_instruction::Instruction {
+            program_id: psyche_coordinator::ID,
+            accounts: vec![solana_instruction::AccountMeta::new(payer.pubkey(), true)],
+            data: vec![],
+        };
+        let tx = solana_transaction::Transaction::new(
+            &[&payer],
+            solana_message::Message::new(&[ix], Some(&payer.pubkey())),
+            self.svm.latest_blockhash(),
+        );
+        let outcome = self.svm.simulate_transaction(tx);
+        self.svm
+            .set_account(payer.pubkey(), Account::default())
+            .map_err(|e| format!("{e:?}"))?;
+        match outcome {
+            Err(f)
+                if f.err
+                    == TransactionError::InstructionError(
+                        0,
+                        solana_instruction::error::InstructionError::Custom(
+                            INSTRUCTION_FALLBACK_NOT_FOUND,
+                        ),
+                    ) =>
+            {
+                Ok(())
+            }
+            Err(f) => Err(format!(
+                "the ELF does not run: {:?}\n{}",
+                f.err,
+                f.meta.logs.join("\n")
+            )),
+            Ok(_) => Err("the ELF accepted an instruction without data".into()),
+        }
     }
 
     /// A chain that keeps its accounts in the ledger in `dir`: what an earlier chain with the

@@ -8,7 +8,8 @@ use psyche_localnet::{http, node, pubsub, LocalChain};
 #[command(
     name = "psyche-localnet",
     about = "A local Solana chain for Psyche runs: a real Solana runtime (LiteSVM, agave 2.3) with \
-             the coordinator program running natively, behind standard JSON-RPC and PubSub. \
+             the coordinator program running natively (or from its SBF build: --program-elf), behind \
+             standard JSON-RPC and PubSub. \
              Slots advance every 400 ms and the Clock follows the wall clock. Without --ledger \
              the state lives in memory: restarting starts a fresh chain.",
     version
@@ -34,6 +35,10 @@ struct Args {
     /// waits for the same lock, so more threads overlap only the parsing and the writing.
     #[arg(long, default_value_t = 0, value_name = "N")]
     rpc_threads: usize,
+    /// Run the coordinator program from this SBF ELF under Solana's VM, metered (compute units
+    /// in the logs), instead of natively: sbf/psyche_coordinator.so, from scripts/build-sbf.
+    #[arg(long, value_name = "ELF")]
+    program_elf: Option<std::path::PathBuf>,
 }
 
 fn parse_airdrop(spec: &str) -> Result<(solana_pubkey::Pubkey, u64), String> {
@@ -90,6 +95,19 @@ fn main() {
         Some(dir) => LocalChain::with_ledger(node::unix_now(), dir)
             .unwrap_or_else(|e| fail(format!("--ledger {}: {e}", dir.display()))),
     };
+    let mut chain = chain;
+    if let Some(path) = &args.program_elf {
+        let elf = std::fs::read(path)
+            .unwrap_or_else(|e| fail(format!("--program-elf {}: {e}", path.display())));
+        chain
+            .load_program_elf(&elf)
+            .unwrap_or_else(|e| fail(format!("--program-elf {}: {e}", path.display())));
+        eprintln!(
+            "psyche-localnet: the coordinator program runs from {} ({} bytes) under the VM",
+            path.display(),
+            elf.len()
+        );
+    }
     let node = node::Node::new(chain);
     for (key, lamports) in airdrops {
         node.airdrop(&key, lamports)

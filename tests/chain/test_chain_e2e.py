@@ -6,23 +6,29 @@ client is refused; a tick signed by an unrelated keypair advances a run."""
 import asyncio
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import tomli_w
 from solana.rpc.async_api import AsyncClient
 from solders.keypair import Keypair
+from solders.pubkey import Pubkey
 from solders.sysvar import CLOCK
 
 from psyche_client.chain.keys import load_keypair, save_keypair
 from psyche_client.chain.program import Coordinator
 from tests.integration.harness import FAST_CONFIG, Proc
 
+from .localnet import start_localnet
+
 CLI = [sys.executable, "-u", "-m", "psyche_client.cli.solana_client"]
 pytestmark = pytest.mark.slow
+SBF_ELF = Path(__file__).resolve().parents[2] / "sbf" / "psyche_coordinator.so"
 EXTRA = 8  # waiting_for_members_extra_time of the tick test: room for the CLI calls before it
 
 
@@ -77,6 +83,31 @@ def client(localnet, tmp_path, key, run_id, name, relay):
 
 @pytest.mark.timeout(900)
 def test_three_clients_train_two_epochs_on_chain(localnet, tmp_path, iroh_relay):
+    three_clients_train_two_epochs(localnet, tmp_path, iroh_relay)
+
+
+@pytest.mark.timeout(900)
+def test_three_clients_train_two_epochs_on_the_sbf_program(tmp_path, iroh_relay):
+    """The same run on a chain whose coordinator program is the SBF build kept in the
+    repository, under Solana's VM (`psyche-localnet --program-elf`), metered: each call within
+    the compute budget its transaction asks for."""
+    with start_localnet("--program-elf", str(SBF_ELF)) as sbf_chain:
+        three_clients_train_two_epochs(sbf_chain, tmp_path, iroh_relay)
+        # metered for real: the runtime's own line in a program call's log
+        logs = asyncio.run(last_program_call_logs(sbf_chain))
+        assert any(re.fullmatch(rf"Program {sbf_chain.program_id} consumed \d+ of \d+ "
+                                r"compute units", line) for line in logs), logs
+
+
+async def last_program_call_logs(localnet) -> list[str]:
+    async with AsyncClient(localnet.rpc_url) as c:
+        program = Pubkey.from_string(localnet.program_id)
+        last = (await c.get_signatures_for_address(program, limit=1)).value[0]
+        tx = (await c.get_transaction(last.signature, max_supported_transaction_version=0)).value
+        return tx.transaction.meta.log_messages
+
+
+def three_clients_train_two_epochs(localnet, tmp_path, iroh_relay):
     run_id = "e2e-chain"
     state = tmp_path / "state.toml"
     # epoch 8 s, 30 steps: the run spans 3 epochs (~1 s rounds) before it finishes
