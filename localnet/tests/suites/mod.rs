@@ -1,5 +1,6 @@
 //! The suites, one file per subject.
 //!
+//! - `compute_units`: the SBF build's compute units per instruction (a benchmark, ignored).
 //! - `instructions`: each instruction's effect on the accounts, checked against the core.
 //! - `vectors`: every conformance vector replayed as instructions.
 //! - `negative_<instruction>`: each instruction's refusals by name, leaving every account as
@@ -10,6 +11,7 @@
 //! - `program_accounts`: `getProgramAccounts` lists a run's contributor accounts.
 //! - `runtime_smoke`: a run created, started, joined and ticked.
 
+mod compute_units;
 mod fuzz;
 mod heap;
 mod history;

@@ -8,7 +8,7 @@
 use crate::constants::{
     CHECKPOINTER_SALT, COMMITTEE_SALT, MAX_CLIENTS, MAX_WITNESSES, WITNESS_SALT,
 };
-use crate::shuffle::{sha256, swap_or_not_permutation, swap_or_not_position};
+use crate::shuffle::{sha256, swap_or_not_first, swap_or_not_position};
 use crate::state::Round;
 
 /// The swap-or-not seed of a round for one salt.
@@ -111,10 +111,16 @@ fn select(
         }
         return count;
     }
-    let mut pos = [0u16; MAX_CLIENTS];
-    swap_or_not_permutation(&positions_seed(rnd, salt), n, &mut pos);
+    // the participants (by ordinal) at positions below the limit: only those positions of the
+    // shuffle are computed
+    let mut first = [0u16; MAX_CLIENTS];
+    swap_or_not_first(&positions_seed(rnd, salt), n, limit, &mut first);
+    let mut is_below = [false; MAX_CLIENTS];
+    for &k in &first[..limit.min(n)] {
+        is_below[k as usize] = true;
+    }
     for k in 0..n {
-        if ((pos[k] as usize) < limit) == below {
+        if is_below[k] == below {
             out[count] = indices[k];
             count += 1;
         }
