@@ -61,6 +61,16 @@ impl Shares {
     fn of(config: &RunConfig, rnd: &Round) -> Shares {
         let mut order = [0u8; MAX_CLIENTS];
         let n = committee::trainers(rnd, config.verification_percent, &mut order);
+        Shares::of_trainers(config, rnd, order, n)
+    }
+
+    /// From the round's trainers (index order, `committee::trainers`).
+    fn of_trainers(
+        config: &RunConfig,
+        rnd: &Round,
+        mut order: [u8; MAX_CLIENTS],
+        n: usize,
+    ) -> Shares {
         lcg_shuffle(&mut order[..n], rnd.random_seed);
         let (base, rem) = if n == 0 {
             (0, 0)
@@ -145,18 +155,23 @@ pub fn batch_mask(config: &RunConfig, rnd: &Round) -> [u8; MAX_CLIENTS / 8] {
 }
 
 /// Verifier `client_index`'s position j among the round's verifiers (index order) and their
-/// count m; None for a non-verifier.
+/// count m, with the round's shares; None for a non-verifier. One shuffle gives both.
 fn verifier_position(
     config: &RunConfig,
     rnd: &Round,
     client_index: usize,
-) -> Option<(usize, usize)> {
-    let mut verifiers = [0u8; MAX_CLIENTS];
-    let v = committee::verifiers(rnd, config.verification_percent, &mut verifiers);
+) -> Option<(usize, usize, Shares)> {
+    let (mut trainers, mut verifiers) = ([0u8; MAX_CLIENTS], [0u8; MAX_CLIENTS]);
+    let (t, v) = committee::split(
+        rnd,
+        config.verification_percent,
+        &mut trainers,
+        &mut verifiers,
+    );
     let j = verifiers[..v]
         .iter()
         .position(|&c| c as usize == client_index)?;
-    Some((j, v))
+    Some((j, v, Shares::of_trainers(config, rnd, trainers, t)))
 }
 
 /// The verification order: the trainers with a batch, sorted by index, shuffled by the LCG
@@ -184,8 +199,7 @@ fn verify_order(shares: &Shares, rnd: &Round, keys: &mut [u8; MAX_CLIENTS]) -> u
 /// of the j-th trainer in the reversed LCG order (seed ^ 0x5645524946590000) of the trainers with
 /// a batch, sorted by index.
 pub fn verification_for(config: &RunConfig, rnd: &Round, client_index: usize) -> Option<BatchId> {
-    let (j, _) = verifier_position(config, rnd, client_index)?;
-    let shares = Shares::of(config, rnd);
+    let (j, _, shares) = verifier_position(config, rnd, client_index)?;
     let mut keys = [0u8; MAX_CLIENTS];
     let n = verify_order(&shares, rnd, &mut keys);
     if n == 0 {
@@ -204,10 +218,9 @@ pub fn in_verification_sample(
     verifier: usize,
     target: usize,
 ) -> bool {
-    let Some((j, m)) = verifier_position(config, rnd, verifier) else {
+    let Some((j, m, shares)) = verifier_position(config, rnd, verifier) else {
         return false;
     };
-    let shares = Shares::of(config, rnd);
     let mut keys = [0u8; MAX_CLIENTS];
     let n = verify_order(&shares, rnd, &mut keys);
     if n == 0 {

@@ -111,14 +111,8 @@ fn select(
         }
         return count;
     }
-    // the participants (by ordinal) at positions below the limit: only those positions of the
-    // shuffle are computed
-    let mut first = [0u16; MAX_CLIENTS];
-    swap_or_not_first(&positions_seed(rnd, salt), n, limit, &mut first);
     let mut is_below = [false; MAX_CLIENTS];
-    for &k in &first[..limit.min(n)] {
-        is_below[k as usize] = true;
-    }
+    mark_below(rnd, salt, limit, n, &mut is_below);
     for k in 0..n {
         if is_below[k] == below {
             out[count] = indices[k];
@@ -126,6 +120,45 @@ fn select(
         }
     }
     count
+}
+
+/// `trainers` and `verifiers` (index order) from one shuffle, for callers that need both:
+/// returns (trainer count, verifier count).
+pub fn split(
+    rnd: &Round,
+    verification_percent: u8,
+    trainers: &mut [u8; MAX_CLIENTS],
+    verifiers: &mut [u8; MAX_CLIENTS],
+) -> (usize, usize) {
+    let v = verifier_count(rnd.participant_total(), verification_percent);
+    let mut indices = [0u8; MAX_CLIENTS];
+    let n = rnd.participant_indices(&mut indices);
+    let mut is_verifier = [false; MAX_CLIENTS];
+    mark_below(rnd, COMMITTEE_SALT, v, n, &mut is_verifier);
+    let (mut t, mut w) = (0, 0);
+    for k in 0..n {
+        if is_verifier[k] {
+            verifiers[w] = indices[k];
+            w += 1;
+        } else {
+            trainers[t] = indices[k];
+            t += 1;
+        }
+    }
+    (t, w)
+}
+
+/// Marks the participants (by ordinal, of `n`) whose position under `salt` is below `limit`:
+/// only those positions of the shuffle are computed.
+fn mark_below(rnd: &Round, salt: &[u8], limit: usize, n: usize, marks: &mut [bool; MAX_CLIENTS]) {
+    if limit == 0 {
+        return;
+    }
+    let mut first = [0u16; MAX_CLIENTS];
+    swap_or_not_first(&positions_seed(rnd, salt), n, limit, &mut first);
+    for &k in &first[..limit.min(n)] {
+        marks[k as usize] = true;
+    }
 }
 
 /// `RoundCommittee.trainers()`: participants that train, in index order.
@@ -181,6 +214,12 @@ mod tests {
         for i in 0..16 {
             assert_eq!(is_witness(&r, 3, i), [2, 4, 11].contains(&i), "witness {i}");
         }
+        let (mut t, mut v) = ([0u8; MAX_CLIENTS], [0u8; MAX_CLIENTS]);
+        let (nt, nv) = split(&r, 25, &mut t, &mut v);
+        assert_eq!(
+            (&t[..nt], &v[..nv]),
+            (&[0, 2, 3, 5, 8, 9, 11][..], &[4, 6][..])
+        );
         assert_eq!(is_verifier(&r, 25, 4), Some(true));
         assert_eq!(is_verifier(&r, 25, 0), Some(false));
         assert_eq!(is_verifier(&r, 25, 1), None);
