@@ -85,3 +85,14 @@ def bloom_of(keys) -> bytes:
 
 def bloom_contains(data: bytes, key_hex: str) -> bool:
     return key_hex in WitnessBloom(data)
+
+
+_MAKE_HASHES = _new_filter().make_hashes  # pybloom-live's own per-slice positions
+
+
+def bit_positions(key_hex: str) -> tuple[int, ...]:
+    """The bit each slice sets for a key (slice s's offset 353 * s included): the coordinator
+    keeps them with each client (of its signer's hex), so that checking a client against every
+    witness's bloom needs no hash (on chain, a hash of 256 signers took most of a round's end)."""
+    return tuple(s * BLOOM_BITS_PER_SLICE + h
+                 for s, h in enumerate(_MAKE_HASHES(_check_key(key_hex))))

@@ -12,7 +12,10 @@ Fixed size, little-endian, every padding byte explicit and zero. Offsets (bytes)
                      checkpoint_step:u32 param_step:u32 due_step:u32 _pad[4]
   clients  480..     [Client; 256]  signer[32] p2p_identity[32] identity[32] state:u8 phase:u8
                                     _pad[2] since:u32 presence:u64 sequences:u64
-                                    accusers[32]   (152 each; bit i = client i, LSB first)
+                                    accusers[32]   (bit i = client i, LSB first)
+                                    bloom_bits:[u16; 8]   (168 each; the witness-bloom bit of
+                                    each slice for the signer's hex, `bloom.bit_positions`:
+                                    derived from the signer, written with it, checked on read)
   pending            [Client; 256]
   rounds             [Round; 4]  height:u32 participant_count:u16 witnesses_len:u16
                      data_index:u64 random_seed:u64 participants[32] warming[32]
@@ -27,7 +30,7 @@ so a reader can tell which layout it holds before decoding anything else."""
 import hashlib
 import struct
 
-from .bloom import check_bloom_bytes
+from .bloom import bit_positions, check_bloom_bytes
 from .config import RunConfig
 from .constants import (
     BLOOM_BYTES,
@@ -59,7 +62,7 @@ CONFIG_FIELDS = ("warmup_time", "cooldown_time", "max_round_train_time", "round_
                  "max_syncing", "kept_rounds", "verification_percent", "checkpointer_percent",
                  "waiting_for_members_extra_time", "sync_warmup_rounds", "flops_per_token",
                  "tokens_per_compute_point", "points_cap", "presence_points", "evidence_quorum")
-CLIENT_FORMAT = "<32s32s32sBBxxIQQ32s"
+CLIENT_FORMAT = "<32s32s32sBBxxIQQ32s8H"
 ROUND_HEAD_FORMAT = "<IHHQQ32s32s32s"
 WITNESS_HEAD_FORMAT = "<H6x32s32s"
 HASHES_FORMAT = "<32s32s32s32sIII4x"
@@ -79,9 +82,9 @@ PENDING_OFFSET = CLIENTS_OFFSET + MAX_CLIENTS * CLIENT_SIZE
 ROUNDS_OFFSET = PENDING_OFFSET + MAX_CLIENTS * CLIENT_SIZE
 STATE_SIZE = ROUNDS_OFFSET + NUM_STORED_ROUNDS * ROUND_SIZE
 
-assert (HEADER_SIZE, CONFIG_SIZE, CLIENT_SIZE, WITNESS_SIZE) == (96, 112, 152, 784)
+assert (HEADER_SIZE, CONFIG_SIZE, CLIENT_SIZE, WITNESS_SIZE) == (96, 112, 168, 784)
 assert (REPO_OFFSET, HASHES_OFFSET, CLIENTS_OFFSET) == (208, 336, 480)
-assert ROUND_SIZE % 8 == 0 and STATE_SIZE == 179136
+assert ROUND_SIZE % 8 == 0 and STATE_SIZE == 187328
 
 
 class LayoutError(ValueError):
@@ -109,7 +112,7 @@ def encode_config(config: RunConfig) -> bytes:
 def _encode_client(c: Client) -> bytes:
     return struct.pack(CLIENT_FORMAT, c.signer, c.p2p_identity, c.identity, int(c.state),
                        int(c.phase), c.since, c.presence, c.sequences,
-                       c.accusers.to_bytes(32, "little"))
+                       c.accusers.to_bytes(32, "little"), *bit_positions(c.signer.hex()))
 
 
 def _encode_witness(w: Witness) -> bytes:
@@ -154,8 +157,10 @@ def _decode_clients(data: bytes, offset: int, count: int) -> list:
         raise LayoutError(f"client count {count} > {MAX_CLIENTS}")
     out = []
     for i in range(count):
-        (signer, p2p, identity, state, phase, since, presence, sequences,
-         accusers) = struct.unpack_from(CLIENT_FORMAT, data, offset + i * CLIENT_SIZE)
+        (signer, p2p, identity, state, phase, since, presence, sequences, accusers,
+         *bits) = struct.unpack_from(CLIENT_FORMAT, data, offset + i * CLIENT_SIZE)
+        if tuple(bits) != bit_positions(signer.hex()):
+            raise LayoutError(f"client {i}: bloom bits {bits} are not its signer's")
         try:
             out.append(Client(signer, p2p, ClientState(state), ClientPhase(phase), since,
                               identity, presence, sequences, int.from_bytes(accusers, "little")))

@@ -17,8 +17,9 @@ ZERO_HASH = bytes(PARAM_HASH_LEN)
 # 4: points (each client's identity and unsettled presence and sequences, the points settings);
 # 5: evidence (each client's accusers mask, the config's evidence_quorum, client state Evicted);
 # 6: the rounds' accused mask (results a verifier judged bad: left out of the round's apply);
-# 7: the run spec's hash (what clients train: model, optimizer, data, store, relays).
-LAYOUT_VERSION = 7
+# 7: the run spec's hash (what clients train: model, optimizer, data, store, relays);
+# 8: each client's witness-bloom bits (its signer hashed once, at join, instead of every round).
+LAYOUT_VERSION = 8
 MAX_SYNC_WARMUP_ROUNDS = 32
 # Trainers one elected verifier judges per round at most (`verification_sample`): its evidence
 # may name only those, which bounds how many honest results one lying verifier can leave out.

@@ -163,3 +163,44 @@ def test_not_bytes_is_malformed():
             check_bloom_bytes(bad)
         assert e.value.code == "MalformedBloom"
     assert check_bloom_bytes(bytearray(356)) == bytes(356)
+
+
+def test_the_cores_bit_positions_match_the_documented_layout():
+    """`bloom.bit_positions` (what each client slot keeps, from pybloom-live's own hashes)
+    against the reimplementation from the docstring."""
+    from psyche_coordinator_core.bloom import bit_positions as core_bit_positions
+
+    for k in random_keys(random.Random(5), 500):
+        assert list(core_bit_positions(k)) == bit_positions(k)
+    with pytest.raises(ValueError, match="lowercase"):
+        core_bit_positions("AB")
+
+
+def test_a_client_slot_keeps_its_signers_bits_and_a_reader_checks_them():
+    """Layout 8: each client slot holds `bit_positions` of its signer's hex after the accusers
+    (offset 152 of the slot); bits that are not the signer's do not decode."""
+    import struct
+
+    from psyche_coordinator_core import RunConfig, new_run
+    from psyche_coordinator_core.canonical import (
+        CLIENT_SIZE,
+        PENDING_OFFSET,
+        LayoutError,
+        from_bytes,
+        to_bytes,
+    )
+    from psyche_coordinator_core.coordinator import join, resume
+
+    signer = hashlib.sha256(b"psyche-vector/signer/0").digest()
+    s = new_run("bits", RunConfig(), 1)
+    resume(s, 0)
+    join(s, 0, signer, bytes(32))
+    raw = bytearray(to_bytes(s))
+    slot = PENDING_OFFSET  # the pending entry of the one join
+    assert CLIENT_SIZE == 168
+    assert list(struct.unpack_from("<8H", raw, slot + 152)) == [
+        346, 407, 913, 1129, 1487, 1788, 2211, 2544]
+    assert from_bytes(bytes(raw)).pending[0].signer == signer
+    raw[slot + 152] ^= 1
+    with pytest.raises(LayoutError, match="bloom bits"):
+        from_bytes(bytes(raw))

@@ -183,7 +183,7 @@ impl LocalChain {
     /// cannot be written is reported and the chain goes on (a dev chain should not stop).
     fn persist(&mut self, keys: &[Pubkey]) {
         if self.ledger.is_none() {
-            return; // (reading the accounts copies the 138 KB coordinator account)
+            return; // (reading the accounts copies the 187 KB coordinator account)
         }
         let accounts: Vec<_> = keys.iter().map(|k| (*k, self.get_account(k))).collect();
         if let Some(ledger) = self.ledger.as_mut() {

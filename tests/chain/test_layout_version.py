@@ -41,17 +41,18 @@ def test_this_version_decodes(coordinator):
 
 @pytest.mark.parametrize("version, size", [(0, None), (0, 8 + 133_640), (2, 8 + 137_856),
                                            (3, 8 + 137_984), (4, 8 + 162_592),
-                                           (5, 8 + 178_976), (6, 8 + 179_104), (8, None),
-                                           (8, 200)])
+                                           (5, 8 + 178_976), (6, 8 + 179_104),
+                                           (7, 8 + 179_136), (9, None), (9, 200)])
 def test_another_version_is_a_named_error(coordinator, version, size):
     # version 1 had zero padding at offset 92 and 4,216 fewer bytes; version 2 had no client
     # phases (128 fewer bytes); version 3 no contributor points (24,608 fewer bytes); version 4
     # no accusers (16,384 fewer bytes); version 5 no accused masks (128 fewer bytes); version 6
-    # no spec hash (32 fewer bytes); 8 is from the future
-    with pytest.raises(LayoutVersionMismatch, match="layout version (1|2|3|4|5|6|8), this "
-                                                    "client reads version 7") as e:
+    # no spec hash (32 fewer bytes); version 7 no client bloom bits (8,192 fewer bytes); 9 is
+    # from the future
+    with pytest.raises(LayoutVersionMismatch, match="layout version (1|2|3|4|5|6|7|9), this "
+                                                    "client reads version 8") as e:
         coordinator.decode_state(account(version, size))
-    assert isinstance(e.value, LayoutError) and e.value.version in (1, 2, 3, 4, 5, 6, 8)
+    assert isinstance(e.value, LayoutError) and e.value.version in (1, 2, 3, 4, 5, 6, 7, 9)
 
 
 def test_other_accounts_are_not_version_errors(coordinator):

@@ -28,7 +28,7 @@ fn init_writes_the_core_new_run_and_the_instance() {
     let mut env = Env::new();
     let r = env.create_run("run-1", true, config);
     let data = env.data(&r.account_key());
-    assert_eq!(data.len(), 8 + 179_136);
+    assert_eq!(data.len(), 8 + 187_328);
     assert_eq!(&data[..8], CoordinatorAccount::DISCRIMINATOR);
     let mut expected = StateBuf::zeroed();
     core_sm::new_run(

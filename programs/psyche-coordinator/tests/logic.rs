@@ -119,10 +119,10 @@ fn contributor_account_layout() {
 
 #[test]
 fn coordinator_account_is_the_core_state() {
-    assert_eq!(core::mem::size_of::<CoordinatorAccount>(), 179_136);
+    assert_eq!(core::mem::size_of::<CoordinatorAccount>(), 187_328);
     assert_eq!(core::mem::size_of::<CoordinatorAccount>(), STATE_SIZE);
     assert_eq!(core::mem::align_of::<CoordinatorAccount>(), 8);
-    assert_eq!(CoordinatorAccount::SPACE, 179_144);
+    assert_eq!(CoordinatorAccount::SPACE, 187_336);
     // the view is the same memory
     let mut words = vec![0u64; STATE_SIZE / 8];
     let account: &mut CoordinatorAccount =
@@ -207,9 +207,13 @@ fn run_config_params_round_trip() {
 #[test]
 fn the_prologue_refuses_another_layout_version_before_the_size() {
     let mut data = vec![0u8; CoordinatorAccount::SPACE];
-    data[8 + 92..8 + 96].copy_from_slice(&7u32.to_le_bytes());
-    assert_eq!(logic::layout_version_of(&data), Some(7));
+    data[8 + 92..8 + 96].copy_from_slice(&8u32.to_le_bytes());
+    assert_eq!(logic::layout_version_of(&data), Some(8));
     assert_eq!(logic::check_layout(&data), Ok(()));
+    // version 7 had no client bloom bits and was 8,192 bytes shorter
+    let mut v7 = vec![0u8; 8 + 179_136];
+    v7[8 + 92..8 + 96].copy_from_slice(&7u32.to_le_bytes());
+    assert_eq!(logic::check_layout(&v7), Err(PE::LayoutVersionMismatch));
     // version 6 had no spec hash and was 32 bytes shorter
     let mut v6 = vec![0u8; 8 + 179_104];
     v6[8 + 92..8 + 96].copy_from_slice(&6u32.to_le_bytes());
@@ -236,10 +240,10 @@ fn the_prologue_refuses_another_layout_version_before_the_size() {
     assert_eq!(logic::check_layout(&data), Err(PE::LayoutVersionMismatch));
     let v1 = vec![0u8; 8 + 133_640];
     assert_eq!(logic::check_layout(&v1), Err(PE::LayoutVersionMismatch));
-    data[8 + 92..8 + 96].copy_from_slice(&8u32.to_le_bytes());
+    data[8 + 92..8 + 96].copy_from_slice(&9u32.to_le_bytes());
     assert_eq!(logic::check_layout(&data), Err(PE::LayoutVersionMismatch));
     // this version at another size; too short to hold a version
-    data[8 + 92..8 + 96].copy_from_slice(&7u32.to_le_bytes());
+    data[8 + 92..8 + 96].copy_from_slice(&8u32.to_le_bytes());
     data.push(0);
     assert_eq!(logic::check_layout(&data), Err(PE::AccountIncorrectSize));
     assert_eq!(logic::layout_version_of(&data[..99]), None);

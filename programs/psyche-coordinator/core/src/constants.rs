@@ -21,8 +21,9 @@ pub const ZERO_HASH: [u8; PARAM_HASH_LEN] = [0; PARAM_HASH_LEN];
 /// warming mask of a round; 4: points (each client's identity and unsettled presence and
 /// sequences, the points settings); 5: evidence (each client's accusers mask, the config's
 /// `evidence_quorum`, client state Evicted); 6: the rounds' accused mask (results a verifier
-/// judged bad, left out of the round's apply); 7: the run spec's hash.
-pub const LAYOUT_VERSION: u32 = 7;
+/// judged bad, left out of the round's apply); 7: the run spec's hash; 8: each client's
+/// witness-bloom bits (its signer hashed once, when written, instead of every round).
+pub const LAYOUT_VERSION: u32 = 8;
 /// Where `layout_version` (u32 LE) sits in every layout from version 2 on.
 pub const VERSION_OFFSET: usize = 92;
 /// Signer and p2p identity keys.
@@ -69,10 +70,10 @@ pub const HEADER_SIZE: usize = 96;
 pub const CONFIG_SIZE: usize = 112;
 /// checkpoint_hash, param_hash, due_hash, spec_hash, three steps and 4 bytes of padding.
 pub const HASHES_SIZE: usize = 4 * PARAM_HASH_LEN + 16;
-pub const CLIENT_SIZE: usize = 152;
+pub const CLIENT_SIZE: usize = 168;
 pub const WITNESS_SIZE: usize = 784;
 pub const ROUND_SIZE: usize = 25_208;
-pub const STATE_SIZE: usize = 179_136;
+pub const STATE_SIZE: usize = 187_328;
 
 pub const CONFIG_OFFSET: usize = HEADER_SIZE;
 pub const REPO_OFFSET: usize = CONFIG_OFFSET + CONFIG_SIZE;

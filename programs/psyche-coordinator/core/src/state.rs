@@ -11,7 +11,9 @@
 //!                      checkpoint_step:u32 param_step:u32 due_step:u32 _pad[4]
 //!   clients  480..     [Client; 256]  signer[32] p2p_identity[32] identity[32] state:u8
 //!                                     phase:u8 _pad[2] since:u32 presence:u64 sequences:u64
-//!                                     accusers[32] (152 each; bit i = client i, LSB first)
+//!                                     accusers[32] (bit i = client i, LSB first)
+//!                                     bloom_bits:[u16; 8] (168 each; the witness-bloom bit of
+//!                                     each slice for the signer's hex, set with the signer)
 //!   pending            [Client; 256]
 //!   rounds             [Round; 4]  height:u32 participant_count:u16 witnesses_len:u16
 //!                      data_index:u64 random_seed:u64 participants[32] warming[32]
@@ -209,6 +211,10 @@ pub struct Client {
     /// Bitmask over `clients` indices (bit i = byte i/8, bit i%8): the elected verifiers that
     /// sent evidence against this client's results; zero whenever a join fills the slot.
     pub accusers: [u8; MAX_CLIENTS / 8],
+    /// The bit of each slice that the hex of `signer` sets in a witness bloom
+    /// (`bloom::signer_bits`), computed once when the signer is written: vouching for a client
+    /// is then checked without hashing its key every round.
+    pub bloom_bits: [u16; BLOOM_SLICES],
 }
 
 impl Client {
@@ -281,7 +287,7 @@ pub struct Round {
     pub witnesses: [Witness; MAX_WITNESSES],
 }
 
-/// The whole account: 179,136 bytes.
+/// The whole account: 187,328 bytes.
 // Pod requires Copy, so Clone is derived; nothing copies this by value (the core works
 // through &mut on the account bytes), so that generated method's frame is never used.
 #[allow(clippy::large_stack_frames)]
@@ -542,10 +548,10 @@ mod tests {
     fn struct_sizes_and_offsets_match_canonical_py() {
         assert_eq!(size_of::<StateHeader>(), 96);
         assert_eq!(size_of::<RunConfig>(), 112);
-        assert_eq!(size_of::<Client>(), 152);
+        assert_eq!(size_of::<Client>(), 168);
         assert_eq!(size_of::<Witness>(), 784);
         assert_eq!(size_of::<Round>(), 25208);
-        assert_eq!(size_of::<CoordinatorState>(), 179_136);
+        assert_eq!(size_of::<CoordinatorState>(), 187_328);
         // HEADER_FORMAT = "<32sQQQQIIIIIHHBBBBI"
         assert_eq!(offset_of!(StateHeader, run_seed), 32);
         assert_eq!(offset_of!(StateHeader, run_state_start), 40);
@@ -590,7 +596,7 @@ mod tests {
         assert_eq!(offset_of!(CoordinatorState, param_step), 468);
         assert_eq!(offset_of!(CoordinatorState, due_step), 472);
         assert_eq!(offset_of!(CoordinatorState, clients), 480);
-        // CLIENT_FORMAT = "<32s32s32sBBxxIQQ32s"
+        // CLIENT_FORMAT = "<32s32s32sBBxxIQQ32s8H"
         assert_eq!(offset_of!(Client, identity), 64);
         assert_eq!(offset_of!(Client, state), 96);
         assert_eq!(offset_of!(Client, phase), 97);
@@ -598,6 +604,7 @@ mod tests {
         assert_eq!(offset_of!(Client, presence), 104);
         assert_eq!(offset_of!(Client, sequences), 112);
         assert_eq!(offset_of!(Client, accusers), 120);
+        assert_eq!(offset_of!(Client, bloom_bits), 152);
         // ROUND_HEAD_FORMAT = "<IHHQQ32s32s32s", WITNESS_HEAD_FORMAT = "<H6x32s32s"
         assert_eq!(offset_of!(Round, participant_count), 4);
         assert_eq!(offset_of!(Round, witnesses_len), 6);
@@ -611,7 +618,7 @@ mod tests {
         assert_eq!(offset_of!(Witness, param_hash), 40);
         assert_eq!(offset_of!(Witness, participant_bloom), 72);
         assert_eq!(offset_of!(Witness, broadcast_bloom), 428);
-        assert_eq!(offset_of!(CoordinatorState, rounds), 78304);
+        assert_eq!(offset_of!(CoordinatorState, rounds), 86496);
     }
 
     #[test]

@@ -10,13 +10,13 @@ use anchor_lang::prelude::*;
 use psyche_coordinator_core::{CoordinatorState, STATE_SIZE};
 
 /// The coordinator state, zero-copy: after the 8-byte discriminator the account data is
-/// exactly the core's [`CoordinatorState`] (179,136 bytes, the canonical layout of
+/// exactly the core's [`CoordinatorState`] (187,328 bytes, the canonical layout of
 /// `psyche_coordinator_core/canonical.py`, little-endian).
 ///
 /// The field is declared as bytes because the core's types cannot implement Anchor's IDL
 /// traits from this crate; [`CoordinatorAccount::state`] / [`CoordinatorAccount::state_mut`]
 /// view it as the core struct (`align(8)` makes that cast infallible). The IDL therefore shows
-/// `state: [u8; 179136]`: clients decode it with the canonical layout.
+/// `state: [u8; 187328]`: clients decode it with the canonical layout.
 ///
 /// Too large for a CPI allocation (10 KiB): the run creator pre-allocates it with a system
 /// `create_account` (owner = this program, exactly [`CoordinatorAccount::SPACE`] bytes, all
@@ -33,7 +33,7 @@ const _: () = assert!(core::mem::align_of::<CoordinatorState>() == 8);
 
 #[warn(clippy::large_stack_frames)]
 impl CoordinatorAccount {
-    /// Account size including the discriminator: 179,144 bytes.
+    /// Account size including the discriminator: 187,336 bytes.
     pub const SPACE: usize = 8 + STATE_SIZE;
 
     pub fn state(&self) -> &CoordinatorState {
