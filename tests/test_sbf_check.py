@@ -4,12 +4,16 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 COPIED = [
     "programs/psyche-coordinator/src",
     "programs/psyche-coordinator/core/src",
     "programs/psyche-coordinator/Cargo.toml",
     "programs/psyche-coordinator/core/Cargo.toml",
+    "programs/sbf-int128",
+    "programs/sbf-probe",
     "patches",
     "sbf",
     "Cargo.toml",
@@ -40,7 +44,7 @@ def test_the_kept_elf_matches_its_inputs_until_one_changes(tmp_path):
     root = copy_tree(tmp_path)
     ok = check(root)
     assert ok.returncode == 0, ok.stderr
-    assert "matches its inputs" in ok.stdout
+    assert "match their inputs" in ok.stdout
 
     core_lib = root / "programs/psyche-coordinator/core/src/lib.rs"
     core_lib.write_text(core_lib.read_text() + "\n// an edit after the build\n")
@@ -52,10 +56,11 @@ def test_the_kept_elf_matches_its_inputs_until_one_changes(tmp_path):
     assert "rebuild it with scripts/build-sbf" in stale.stderr
 
 
-def test_an_elf_other_than_the_recorded_one_is_refused(tmp_path):
+@pytest.mark.parametrize("name", ["psyche_coordinator.so", "psyche_sbf_probe.so"])
+def test_an_elf_other_than_the_recorded_one_is_refused(tmp_path, name):
     root = copy_tree(tmp_path)
-    elf = root / "sbf" / "psyche_coordinator.so"
+    elf = root / "sbf" / name
     elf.write_bytes(elf.read_bytes() + b"\0")
     refused = check(root)
     assert refused.returncode == 1
-    assert "is not the ELF that sbf/psyche_coordinator.inputs records" in refused.stderr
+    assert f"sbf/{name} is not the ELF that sbf/psyche_coordinator.inputs records" in refused.stderr

@@ -9,6 +9,7 @@
 //! - `heap`: the SBF heap each instruction would use.
 //! - `ledger`: a chain reopened from its ledger.
 //! - `program_accounts`: `getProgramAccounts` lists a run's contributor accounts.
+//! - `sbf_probe`: the SBF build's i128 helpers under the VM, over 0 to 256 calls.
 //! - `runtime_smoke`: a run created, started, joined and ticked.
 
 mod compute_units;
@@ -36,4 +37,5 @@ mod negative_withdraw;
 mod negative_witness;
 mod program_accounts;
 mod runtime_smoke;
+mod sbf_probe;
 mod vectors;

@@ -16,16 +16,12 @@
 //   and the zero-copy account's by-value `Clone`/`AccountDeserialize` pass it, while their real
 //   frames are at most 1,096 bytes (x86-64 release, `-Z emit-stack-sizes`, see README).
 #![allow(deprecated, clippy::large_stack_frames)]
-// The SBF build's i128 helpers keep LLVM's own calling convention (int128.rs).
-#![cfg_attr(
-    target_os = "solana",
-    feature(abi_unadjusted),
-    allow(internal_features)
-)]
 
 use anchor_lang::prelude::*;
-// Links the VM's memory and float builtins into the SBF build (scripts/build-sbf); the
-// i128 ones are in int128.rs.
+// Links the VM's memory and float builtins into the SBF build (scripts/build-sbf), and the
+// i128 ones with the calling convention LLVM uses (programs/sbf-int128).
+#[cfg(target_os = "solana")]
+use psyche_sbf_int128 as _;
 #[cfg(target_os = "solana")]
 use solana_compiler_builtins as _;
 
@@ -35,8 +31,6 @@ pub mod constants;
 pub mod error;
 #[warn(deprecated, clippy::large_stack_frames)]
 pub mod instructions;
-#[warn(deprecated, clippy::large_stack_frames)]
-pub mod int128;
 #[warn(deprecated, clippy::large_stack_frames)]
 pub mod state;
 

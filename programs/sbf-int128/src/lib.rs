@@ -1,5 +1,6 @@
 //! The 128-bit multiply and divide that LLVM's BPF backend leaves to a runtime library
-//! (`__multi3`, `__udivti3`, `__umodti3`, `__divti3`, `__modti3`), for the SBF build.
+//! (`__multi3`, `__udivti3`, `__umodti3`, `__divti3`, `__modti3`), for every SBF program we
+//! build (`scripts/build-sbf`): the coordinator and the stack-argument probe link it.
 //!
 //! Why our own: LLVM 23 calls these helpers with each i128 argument in two registers and takes
 //! the i128 result back in r0 (low half) and r2 (high half). rustc, for every Rust or C
@@ -13,6 +14,13 @@
 //!
 //! The arithmetic itself is plain Rust on 64-bit halves (a `u128` multiply or divide here
 //! would call back into the helpers), and is tested natively against `u128`'s operators.
+
+#![cfg_attr(not(test), no_std)]
+#![cfg_attr(
+    target_os = "solana",
+    feature(abi_unadjusted),
+    allow(internal_features)
+)]
 
 /// Low and high 64-bit halves.
 fn halves(x: u128) -> (u64, u64) {
