@@ -41,7 +41,7 @@ test("the created run reads back through Anchor, the zero-copy state included", 
   assert.equal(inst.runId, cfg.runId);
   assert.ok(inst.coordinatorAccount.equals(account));
   const state = await program.account.coordinatorAccount.fetch(account);
-  assert.equal(state.state.length, 179136);
+  assert.equal(state.state.length, 187328);
 });
 
 test("account.all() lists the program's run instances (getProgramAccounts)", async () => {
