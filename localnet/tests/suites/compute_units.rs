@@ -228,14 +228,13 @@ fn flow(elf: &[u8], n: usize) -> Table {
             m.send(
                 "witness",
                 &[&clients[w]],
-                &[run.witness(
-                    &keys[w],
-                    w as u32,
+                &[witness_with_blooms(
+                    &run,
+                    &keys,
+                    w,
                     step,
-                    participant.clone(),
-                    broadcast.clone(),
-                    [5; 32],
-                    params_at(step),
+                    &participant,
+                    &broadcast,
                 )],
             );
         }

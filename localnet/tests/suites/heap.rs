@@ -215,14 +215,13 @@ fn heap_per_instruction_fits_the_sbf_heap() {
             m.send(
                 "witness by a non-witness (NotAWitness)",
                 &[&clients[n]],
-                &[run.witness(
-                    &keys[n],
-                    n as u32,
+                &[witness_with_blooms(
+                    &run,
+                    &keys,
+                    n,
                     step,
-                    participant.clone(),
-                    broadcast.clone(),
-                    [5; 32],
-                    params_at(step),
+                    &participant,
+                    &broadcast,
                 )],
                 false,
                 0,
@@ -232,14 +231,13 @@ fn heap_per_instruction_fits_the_sbf_heap() {
             m.send(
                 "witness (2 x 356-byte blooms)",
                 &[&clients[w]],
-                &[run.witness(
-                    &keys[w],
-                    w as u32,
+                &[witness_with_blooms(
+                    &run,
+                    &keys,
+                    w,
                     step,
-                    participant.clone(),
-                    broadcast.clone(),
-                    [5; 32],
-                    params_at(step),
+                    &participant,
+                    &broadcast,
                 )],
                 true,
                 0,

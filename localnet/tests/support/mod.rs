@@ -612,6 +612,27 @@ impl Live {
     }
 }
 
+/// A witness by client `index` (key `keys[index]`) at `step` with the given blooms, a fixed
+/// broadcast merkle root and the honest parameters of the step.
+pub fn witness_with_blooms(
+    run: &Run,
+    keys: &[Pubkey],
+    index: usize,
+    step: u32,
+    participant: &[u8],
+    broadcast: &[u8],
+) -> Instruction {
+    run.witness(
+        &keys[index],
+        index as u32,
+        step,
+        participant.to_vec(),
+        broadcast.to_vec(),
+        [5; 32],
+        params_at(step),
+    )
+}
+
 /// The parameter hash every honest client commits at `step` in these tests (nonzero).
 pub fn params_at(step: u32) -> [u8; 32] {
     let mut h = [0x5a; 32];
