@@ -25,7 +25,11 @@ from solders.rpc.errors import SendTransactionPreflightFailureMessage
 from solders.system_program import ID as SYSTEM_PROGRAM_ID
 from solders.system_program import CreateAccountParams, create_account
 from solders.transaction import Transaction
-from solders.transaction_status import InstructionErrorCustom, TransactionErrorInstructionError
+from solders.transaction_status import (
+    InstructionErrorCustom,
+    TransactionConfirmationStatus,
+    TransactionErrorInstructionError,
+)
 
 from psyche_coordinator_core import (
     STATE_SIZE,
@@ -52,6 +56,8 @@ CORE_ERRORS_START, PROGRAM_ERRORS_START = 6000, 6100
 # Witness/checkpoint compute a 90-round shuffle position in software on SBF: ask for the most.
 HEAVY_COMPUTE = 1_400_000
 CONFIRM_TIMEOUT = 30.0
+# statuses at or past the client's commitment (Confirmed)
+_CONFIRMED = (TransactionConfirmationStatus.Confirmed, TransactionConfirmationStatus.Finalized)
 # The system program's errors that creating a run can meet.
 SYSTEM_ERRORS = {0: "AccountAlreadyInUse (the run id or account is taken)",
                  1: "ResultWithNegativeLamports (the payer cannot pay)"}
@@ -442,8 +448,11 @@ class Coordinator:
             blockhash = (await self.client.get_latest_blockhash()).value.blockhash
             msg = Message.new_with_blockhash(ixs, self.payer.pubkey(), blockhash)
             tx = Transaction([self.payer, *signers], msg, blockhash)
+            # the preflight at the blockhash's own commitment: solana-py's default (finalized)
+            # refuses a confirmed blockhash on a real validator (BlockhashNotFound)
             resp = await self.client.send_raw_transaction(
-                bytes(tx), opts=TxOpts(skip_preflight=False, skip_confirmation=True))
+                bytes(tx), opts=TxOpts(skip_preflight=False, skip_confirmation=True,
+                                       preflight_commitment=Confirmed))
         except RPCException as e:
             info = e.args[0] if e.args else None
             if isinstance(info, SendTransactionPreflightFailureMessage):
@@ -467,9 +476,12 @@ class Coordinator:
                 status = (await self.client.get_signature_statuses([sig])).value[0]
             except Exception as e:
                 raise ChainError(f"cannot confirm {sig}: {e}") from None
-            if status is not None and status.confirmation_status is not None:
-                if status.err is not None:
-                    raise self._refusal(status.err, ixs)
+            if status is not None and status.err is not None:
+                raise self._refusal(status.err, ixs)
+            # confirmed, the commitment every read of this client uses: a transaction only
+            # processed is not yet visible to them on a real validator (psyche-localnet answers
+            # finalized at once)
+            if status is not None and status.confirmation_status in _CONFIRMED:
                 return
             if loop.time() > deadline:
                 raise ChainError(f"transaction {sig} not confirmed within {CONFIRM_TIMEOUT:.0f} s")

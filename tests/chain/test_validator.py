@@ -1,7 +1,7 @@
 """The chain end-to-end run against Solana's own validator: solana-test-validator (agave 2.3.13,
 built from crates.io by scripts/solana-tools) with the program's SBF build deployed by
 `solana program deploy` (`scripts/localnet --validator`), then three clients train two epochs
-on it, as they do on psyche-localnet (test_chain_e2e.py).
+on it, as they do on psyche-localnet (test_chain_e2e.py). About 70 s once the tools are built.
 
 Opt-in: the tools' first build takes most of an hour, so this runs only with
 PSYCHE_VALIDATOR_TESTS=1 (and the tools built), never in scripts/test:
