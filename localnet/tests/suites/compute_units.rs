@@ -40,6 +40,13 @@ impl Meter {
     /// Sends `ixs` after a budget of [`MAX_COMPUTE_UNITS`]; it must succeed. Notes the
     /// transaction's units under `label`.
     fn send(&mut self, label: &str, signers: &[&Keypair], ixs: &[Instruction]) {
+        let units = self.units(label, signers, ixs);
+        self.note(label.to_string(), units);
+    }
+
+    /// The units the runtime metered for `ixs` (after the budget instruction); panics, naming
+    /// `label`, when they fail.
+    fn units(&mut self, label: &str, signers: &[&Keypair], ixs: &[Instruction]) -> u64 {
         let mut limit = vec![2u8]; // ComputeBudgetInstruction::SetComputeUnitLimit
         limit.extend_from_slice(&MAX_COMPUTE_UNITS.to_le_bytes());
         let mut all = vec![Instruction {
@@ -49,17 +56,20 @@ impl Meter {
         }];
         all.extend_from_slice(ixs);
         let payer = self.env.payer.insecure_clone();
-        let meta = match self.env.send_from(&payer, signers, &all) {
-            Ok(meta) => meta,
+        match self.env.send_from(&payer, signers, &all) {
+            Ok(meta) => meta.compute_units_consumed,
             Err(f) => panic!(
                 "{label} at {} clients: {:?}\n{}",
                 self.clients,
                 f.err,
                 f.meta.logs.join("\n")
             ),
-        };
-        let row = self.table.entry(label.to_string()).or_default();
-        row.0 = row.0.max(meta.compute_units_consumed);
+        }
+    }
+
+    fn note(&mut self, label: String, units: u64) {
+        let row = self.table.entry(label).or_default();
+        row.0 = row.0.max(units);
         row.1 += 1;
     }
 
@@ -67,21 +77,14 @@ impl Meter {
     fn tick(&mut self, r: &TestRun) {
         let from = self.env.run_state(r);
         let payer = self.env.payer.pubkey();
-        let ix = r.run.tick(&payer);
-        let mut probe = Table::new();
-        std::mem::swap(&mut probe, &mut self.table);
-        self.send(&format!("tick from {from:?}"), &[], &[ix]);
-        std::mem::swap(&mut probe, &mut self.table);
+        let units = self.units(&format!("tick from {from:?}"), &[], &[r.run.tick(&payer)]);
         let to = self.env.run_state(r);
         let label = if from == to {
             format!("tick ({from:?}, no change)")
         } else {
             format!("tick {from:?} -> {to:?}")
         };
-        let (units, _) = probe[&format!("tick from {from:?}")];
-        let row = self.table.entry(label).or_default();
-        row.0 = row.0.max(units);
-        row.1 += 1;
+        self.note(label, units);
     }
 }
 
