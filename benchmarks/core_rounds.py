@@ -37,7 +37,7 @@ from psyche_coordinator_core import (  # noqa: E402
     state_hash,
 )
 from psyche_coordinator_core.bloom import EMPTY_BLOOM  # noqa: E402
-from psyche_coordinator_core.shuffle import _swap_or_not_tables, swap_or_not_permutation  # noqa: E402
+from psyche_coordinator_core.shuffle import draw_first, drawn_set  # noqa: E402
 
 
 def key(kind: str, i: int) -> bytes:
@@ -151,8 +151,8 @@ class Bench:
         # The core caches shuffles (lru_cache). Forget what this driver just computed so the
         # coordinator pays for each round's committee itself, as a fresh process would.
         if not self.keep_cache:
-            swap_or_not_permutation.cache_clear()
-            _swap_or_not_tables.cache_clear()
+            draw_first.cache_clear()
+            drawn_set.cache_clear()
         self.now += 1
         step = s.step
         first = True

@@ -1,12 +1,12 @@
 """Who does what in a round: trainers, verifiers, witnesses, checkpointers, and the quorum.
 
-Selection runs over the round's participants in index order: participant k (the k-th set bit
-of `Round.participants`) has position perm[k] in a swap-or-not shuffle seeded by the round seed
-and a salt. Low positions win: the first `verifiers` positions verify instead of training, the
-first `expected_witnesses` positions witness."""
+Selection runs over the round's participants in index order: participant k is the k-th set bit
+of `Round.participants`. Each role draws its members with `shuffle.draw_first`, seeded by the
+round seed and a salt: the first `verifiers` drawn verify instead of training, the first
+`expected_witnesses` drawn witness, the first `checkpointers` drawn checkpoint."""
 
 from .constants import CHECKPOINTER_SALT, COMMITTEE_SALT, MAX_WITNESSES, WITNESS_SALT
-from .shuffle import sha256, swap_or_not_index, swap_or_not_permutation
+from .shuffle import drawn_set, sha256
 from .state import Committee, Round
 
 
@@ -54,8 +54,8 @@ def ordinal(rnd: Round, client_index: int):
 
 
 class RoundCommittee:
-    """The committee of one round. Positions are computed per client on demand: checking one
-    witness costs 180 hashes, not a whole permutation."""
+    """The committee of one round. An election draws only as many as it elects (a quarter of
+    256 verifiers is 16 hashes), and is cached by its seed."""
 
     def __init__(self, rnd: Round, witness_nodes: int, verification_percent: int,
                  checkpointer_percent: int = 0):
@@ -66,45 +66,37 @@ class RoundCommittee:
         self.verifiers = verifier_count(n, verification_percent)
         self.checkpointers = checkpointer_count(n, checkpointer_percent)
 
-    def _position(self, client_index: int, salt: bytes):
-        k = ordinal(self.round, client_index)
-        if k is None:
-            return None
-        return swap_or_not_index(_shuffle_seed(self.round, salt), self.n, k)
+    def _drawn(self, salt: bytes, count: int) -> frozenset:
+        """Ordinals of the participants elected under `salt`."""
+        return drawn_set(_shuffle_seed(self.round, salt), self.n, count)
 
-    def _all_positions(self, salt: bytes) -> tuple:
-        return swap_or_not_permutation(_shuffle_seed(self.round, salt), self.n) if self.n else ()
+    def _elected(self, client_index: int, salt: bytes, count: int) -> bool:
+        k = ordinal(self.round, client_index)
+        return k is not None and k in self._drawn(salt, count)
 
     def is_witness(self, client_index: int) -> bool:
-        pos = self._position(client_index, WITNESS_SALT)
-        return pos is not None and pos < self.elected_witnesses
+        return self._elected(client_index, WITNESS_SALT, self.elected_witnesses)
 
     def committee(self, client_index: int):
         if ordinal(self.round, client_index) is None:
             return None
-        if self.verifiers == 0:
-            return Committee.Trainer
-        pos = self._position(client_index, COMMITTEE_SALT)
-        return Committee.Verifier if pos < self.verifiers else Committee.Trainer
+        if self._elected(client_index, COMMITTEE_SALT, self.verifiers):
+            return Committee.Verifier
+        return Committee.Trainer
 
     def is_checkpointer(self, client_index: int) -> bool:
         if self.checkpointers == 0:
             return True
-        pos = self._position(client_index, CHECKPOINTER_SALT)
-        return pos is not None and pos < self.checkpointers
+        return self._elected(client_index, CHECKPOINTER_SALT, self.checkpointers)
 
     def trainers(self) -> list:
-        if self.verifiers == 0:
-            return list(self.indices)
-        pos = self._all_positions(COMMITTEE_SALT)
-        return [i for k, i in enumerate(self.indices) if pos[k] >= self.verifiers]
+        drawn = self._drawn(COMMITTEE_SALT, self.verifiers)
+        return [i for k, i in enumerate(self.indices) if k not in drawn]
 
     def verifier_indices(self) -> list:
-        if self.verifiers == 0:
-            return []
-        pos = self._all_positions(COMMITTEE_SALT)
-        return [i for k, i in enumerate(self.indices) if pos[k] < self.verifiers]
+        drawn = self._drawn(COMMITTEE_SALT, self.verifiers)
+        return [i for k, i in enumerate(self.indices) if k in drawn]
 
     def witness_indices(self) -> list:
-        pos = self._all_positions(WITNESS_SALT)
-        return [i for k, i in enumerate(self.indices) if pos[k] < self.elected_witnesses]
+        drawn = self._drawn(WITNESS_SALT, self.elected_witnesses)
+        return [i for k, i in enumerate(self.indices) if k in drawn]

@@ -50,4 +50,3 @@ WITNESS_SALT = b"witness"
 COMMITTEE_SALT = b"committee"
 CHECKPOINTER_SALT = b"checkpointer"
 ROUND_SEED_DOMAIN = b"psyche-round-seed"
-SHUFFLE_ROUND_COUNT = 90

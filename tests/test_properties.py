@@ -2,7 +2,7 @@
 
 (a) assign_batches partitions a round's batch exactly; (b) step and epoch never go back;
 (c) a rejected operation leaves the state (and its canonical bytes) unchanged; (d) the same inputs
-give the same hashes; (e) canonical bytes round-trip; (f) swap-or-not is a permutation;
+give the same hashes; (e) canonical bytes round-trip; (f) an election draws distinct participants;
 (g) the committee elects exactly expected_witnesses witnesses; (h) tick_deadline tells exactly
 when a tick starts to matter."""
 
@@ -33,7 +33,7 @@ from psyche_coordinator_core import (
 from psyche_coordinator_core.bloom import EMPTY_BLOOM, bloom_of
 from psyche_coordinator_core.committee import checkpointer_count, verifier_count
 from psyche_coordinator_core.constants import VERIFY_SAMPLE
-from psyche_coordinator_core.shuffle import swap_or_not_permutation
+from psyche_coordinator_core.shuffle import draw_first
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -101,13 +101,17 @@ def test_assign_batches_partitions_the_batch(n, pick, seed, vp, start, extra, ra
     assert verification_sample(cfg, rnd, trainers[0], cm) == []
 
 
-# ====================================================================== (f) swap-or-not
+# ====================================================================== (f) draws
 
 @settings(max_examples=80, **SETTINGS)
-@given(seed=st.binary(min_size=32, max_size=32), n=st.integers(1, 256))
-def test_swap_or_not_is_a_permutation(seed, n):
-    perm = swap_or_not_permutation(seed, n)
-    assert len(perm) == n and sorted(perm) == list(range(n))
+@given(seed=st.binary(min_size=32, max_size=32), n=st.integers(1, 256), cut=st.integers(0, 256))
+def test_draw_first_draws_distinct_participants(seed, n, cut):
+    whole = draw_first(seed, n, n)
+    assert sorted(whole) == list(range(n))
+    count = min(cut, n)
+    # fewer draws are the start of the same shuffle: electing c never depends on how many more
+    # a caller might have drawn
+    assert draw_first(seed, n, count) == whole[:count]
 
 
 # ====================================================================== (g) committee

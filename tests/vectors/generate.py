@@ -2808,7 +2808,7 @@ def evidence_already_accused():
     sc.evidence(v[0], first, step=step, dt=1, error="AlreadyAccused")
     sc.evidence(v[0], second, step=step)
     sc.check(sc.accusers(first) == {v[0]} and sc.accused(step) == {first, second})
-    for _ in range(30):  # a round that elects v[0] again and gives it `first`
+    for _ in range(80):  # a round that elects v[0] again and gives it `first`
         if v[0] in sc.verifiers() and first in sc.sample(v[0]):
             break
         sc.round(state=RunState.RoundTrain)

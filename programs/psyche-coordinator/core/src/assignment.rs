@@ -306,7 +306,7 @@ mod tests {
                 (2, 43, 45),
                 (3, 40, 42),
                 (5, 54, 55),
-                (8, 46, 48),
+                (6, 46, 48),
                 (9, 49, 51),
                 (11, 56, 57)
             ]
@@ -315,11 +315,11 @@ mod tests {
             assert_eq!(batch_for(&c, &r, i), *b);
             assert_eq!(bit(&batch_mask(&c, &r), i), b.is_some());
         }
-        // assign_verifications: {4: B[49, 51], 6: B[43, 45]}
+        // assign_verifications: {4: B[49, 51], 8: B[43, 45]}
         let ver: Vec<(usize, u64, u64)> = (0..MAX_CLIENTS)
             .filter_map(|i| verification_for(&c, &r, i).map(|b| (i, b.start, b.end)))
             .collect();
-        assert_eq!(ver, [(4, 49, 51), (6, 43, 45)]);
+        assert_eq!(ver, [(4, 49, 51), (8, 43, 45)]);
     }
 
     #[test]

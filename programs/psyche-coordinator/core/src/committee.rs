@@ -1,18 +1,18 @@
 //! Who does what in a round (`committee.py`): trainers, verifiers, witnesses, checkpointers, and
 //! the quorum.
 //!
-//! Selection runs over the round's participants in index order: participant k (the k-th set bit
-//! of `Round::participants`) has position perm[k] in a swap-or-not shuffle seeded by
-//! sha256(sha256(random_seed_le) || salt). Low positions win.
+//! Selection runs over the round's participants in index order: participant k is the k-th set
+//! bit of `Round::participants`. Each role draws its members with `shuffle::draw_first`, seeded
+//! by sha256(sha256(random_seed_le) || salt): the first `limit` drawn are elected.
 
 use crate::constants::{
     CHECKPOINTER_SALT, COMMITTEE_SALT, MAX_CLIENTS, MAX_WITNESSES, WITNESS_SALT,
 };
-use crate::shuffle::{sha256, swap_or_not_first, swap_or_not_position};
+use crate::shuffle::{draw_first, sha256};
 use crate::state::Round;
 
-/// The swap-or-not seed of a round for one salt.
-pub fn positions_seed(rnd: &Round, salt: &[u8]) -> [u8; 32] {
+/// The election seed of a round for one salt.
+pub fn election_seed(rnd: &Round, salt: &[u8]) -> [u8; 32] {
     let base = sha256(&[&rnd.random_seed.to_le_bytes()]);
     sha256(&[&base, salt])
 }
@@ -75,8 +75,13 @@ pub fn is_witness(rnd: &Round, witness_nodes: u16, client_index: usize) -> bool 
         return false;
     };
     let n = rnd.participant_total();
-    let elected = expected_witnesses(witness_nodes, n);
-    swap_or_not_position(&positions_seed(rnd, WITNESS_SALT), n, k) < elected
+    elected(
+        rnd,
+        WITNESS_SALT,
+        expected_witnesses(witness_nodes, n),
+        n,
+        k,
+    )
 }
 
 pub fn is_checkpointer(rnd: &Round, checkpointer_percent: u8, client_index: usize) -> bool {
@@ -88,11 +93,18 @@ pub fn is_checkpointer(rnd: &Round, checkpointer_percent: u8, client_index: usiz
     let Some(k) = ordinal(rnd, client_index) else {
         return false;
     };
-    swap_or_not_position(&positions_seed(rnd, CHECKPOINTER_SALT), n, k) < count
+    elected(rnd, CHECKPOINTER_SALT, count, n, k)
 }
 
-/// Participants (index order) whose position under `salt` is `< limit` (`below`) or
-/// `>= limit` (`!below`), into `out`; returns how many.
+/// Whether participant ordinal `k` (of `n`) is among the first `limit` drawn under `salt`.
+fn elected(rnd: &Round, salt: &[u8], limit: usize, n: usize, k: usize) -> bool {
+    let mut drawn = [0u8; MAX_CLIENTS];
+    let count = draw_first(&election_seed(rnd, salt), n, limit, &mut drawn);
+    drawn[..count].iter().any(|&d| d as usize == k)
+}
+
+/// Participants (index order) among the first `limit` drawn under `salt` (`below`) or not
+/// (`!below`), into `out`; returns how many.
 fn select(
     rnd: &Round,
     salt: &[u8],
@@ -104,17 +116,17 @@ fn select(
     let n = rnd.participant_indices(&mut indices);
     let mut count = 0;
     if limit == 0 {
-        // every position is >= 0: skip the shuffle
+        // nobody is drawn: skip the draws
         if !below {
             out[..n].copy_from_slice(&indices[..n]);
             count = n;
         }
         return count;
     }
-    let mut is_below = [false; MAX_CLIENTS];
-    mark_below(rnd, salt, limit, n, &mut is_below);
+    let mut is_drawn = [false; MAX_CLIENTS];
+    mark_drawn(rnd, salt, limit, n, &mut is_drawn);
     for k in 0..n {
-        if is_below[k] == below {
+        if is_drawn[k] == below {
             out[count] = indices[k];
             count += 1;
         }
@@ -134,7 +146,7 @@ pub fn split(
     let mut indices = [0u8; MAX_CLIENTS];
     let n = rnd.participant_indices(&mut indices);
     let mut is_verifier = [false; MAX_CLIENTS];
-    mark_below(rnd, COMMITTEE_SALT, v, n, &mut is_verifier);
+    mark_drawn(rnd, COMMITTEE_SALT, v, n, &mut is_verifier);
     let (mut t, mut w) = (0, 0);
     for k in 0..n {
         if is_verifier[k] {
@@ -148,15 +160,14 @@ pub fn split(
     (t, w)
 }
 
-/// Marks the participants (by ordinal, of `n`) whose position under `salt` is below `limit`:
-/// only those positions of the shuffle are computed.
-fn mark_below(rnd: &Round, salt: &[u8], limit: usize, n: usize, marks: &mut [bool; MAX_CLIENTS]) {
+/// Marks the participants (by ordinal, of `n`) among the first `limit` drawn under `salt`.
+fn mark_drawn(rnd: &Round, salt: &[u8], limit: usize, n: usize, marks: &mut [bool; MAX_CLIENTS]) {
     if limit == 0 {
         return;
     }
-    let mut first = [0u16; MAX_CLIENTS];
-    swap_or_not_first(&positions_seed(rnd, salt), n, limit, &mut first);
-    for &k in &first[..limit.min(n)] {
+    let mut drawn = [0u8; MAX_CLIENTS];
+    let count = draw_first(&election_seed(rnd, salt), n, limit, &mut drawn);
+    for &k in &drawn[..count] {
         marks[k as usize] = true;
     }
 }
@@ -185,7 +196,7 @@ pub fn is_verifier(rnd: &Round, verification_percent: u8, client_index: usize) -
     let k = ordinal(rnd, client_index)?;
     let n = rnd.participant_total();
     let v = verifier_count(n, verification_percent);
-    Some(v > 0 && swap_or_not_position(&positions_seed(rnd, COMMITTEE_SALT), n, k) < v)
+    Some(v > 0 && elected(rnd, COMMITTEE_SALT, v, n, k))
 }
 
 #[cfg(test)]
@@ -201,24 +212,24 @@ mod tests {
 
     #[test]
     fn committee_known_answers_from_python() {
-        // RoundCommittee(r, 3, 25, 30): witnesses [2, 4, 11], trainers [0, 2, 3, 5, 8, 9, 11],
-        // verifiers [4, 6], checkpointers [4, 8, 9]
+        // RoundCommittee(r, 3, 25, 30): witnesses [2, 6, 8], trainers [0, 2, 3, 5, 6, 9, 11],
+        // verifiers [4, 8], checkpointers [3, 6, 11]
         let r = sample_round();
-        assert_eq!(list(|o| witnesses(&r, 3, o)), [2, 4, 11]);
-        assert_eq!(list(|o| trainers(&r, 25, o)), [0, 2, 3, 5, 8, 9, 11]);
-        assert_eq!(list(|o| verifiers(&r, 25, o)), [4, 6]);
+        assert_eq!(list(|o| witnesses(&r, 3, o)), [2, 6, 8]);
+        assert_eq!(list(|o| trainers(&r, 25, o)), [0, 2, 3, 5, 6, 9, 11]);
+        assert_eq!(list(|o| verifiers(&r, 25, o)), [4, 8]);
         let ck: Vec<usize> = (0..12)
             .filter(|&i| r.is_participant(i) && is_checkpointer(&r, 30, i))
             .collect();
-        assert_eq!(ck, [4, 8, 9]);
+        assert_eq!(ck, [3, 6, 11]);
         for i in 0..16 {
-            assert_eq!(is_witness(&r, 3, i), [2, 4, 11].contains(&i), "witness {i}");
+            assert_eq!(is_witness(&r, 3, i), [2, 6, 8].contains(&i), "witness {i}");
         }
         let (mut t, mut v) = ([0u8; MAX_CLIENTS], [0u8; MAX_CLIENTS]);
         let (nt, nv) = split(&r, 25, &mut t, &mut v);
         assert_eq!(
             (&t[..nt], &v[..nv]),
-            (&[0, 2, 3, 5, 8, 9, 11][..], &[4, 6][..])
+            (&[0, 2, 3, 5, 6, 9, 11][..], &[4, 8][..])
         );
         assert_eq!(is_verifier(&r, 25, 4), Some(true));
         assert_eq!(is_verifier(&r, 25, 0), Some(false));

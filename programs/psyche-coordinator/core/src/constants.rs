@@ -56,7 +56,6 @@ pub const WITNESS_SALT: &[u8] = b"witness";
 pub const COMMITTEE_SALT: &[u8] = b"committee";
 pub const CHECKPOINTER_SALT: &[u8] = b"checkpointer";
 pub const ROUND_SEED_DOMAIN: &[u8] = b"psyche-round-seed";
-pub const SHUFFLE_ROUND_COUNT: u8 = 90;
 
 /// Trainers one elected verifier judges per round at most (`verification_sample`): its evidence
 /// may name only those, which bounds how many honest results one lying verifier leaves out.
