@@ -2,8 +2,8 @@
 
 A round's batch is the sequence range [data_index, data_index + batch_size). Trainers (in index
 order) are shuffled by an LCG Fisher-Yates seeded with the round seed; walking that order, trainer
-i takes base + (1 if i < remainder else 0) consecutive sequences. Verifiers each re-check one
-trainer's batch, chosen by the same shuffle."""
+i takes base + (1 if i < remainder else 0) consecutive sequences. Verifiers judge the trainers'
+results in a seeded order (`verification_sample`)."""
 
 from dataclasses import dataclass
 
@@ -65,30 +65,29 @@ def _verify_order(rnd: Round, batches: dict) -> list:
 
 
 def assign_verifications(config: RunConfig, rnd: Round, committee: RoundCommittee = None) -> dict:
-    """{verifier_index: BatchId}: verifier j re-checks the batch of the j-th trainer in the
-    reversed shuffle order, so verification falls on trainers spread across the round (the
-    first of its `verification_sample`)."""
+    """{verifier_index: BatchId}: the batch of the first trainer of each verifier's
+    `verification_sample`."""
     committee = committee or RoundCommittee(rnd, config.witness_nodes, config.verification_percent)
     batches = assign_batches(config, rnd, committee)
     order = _verify_order(rnd, batches)
-    verifiers = committee.verifier_indices()
     if not order:
         return {}
-    return {v: batches[order[j % len(order)]] for j, v in enumerate(verifiers)}
+    s = config.verify_sample or VERIFY_SAMPLE
+    return {v: batches[order[j * s % len(order)]]
+            for j, v in enumerate(committee.verifier_indices())}
 
 
 def verification_sample(config: RunConfig, rnd: Round, verifier: int,
                         committee: RoundCommittee = None) -> list:
     """The trainers (client indices) elected verifier `verifier` judges this round, and the only
-    ones its evidence may name: with m verifiers, the j-th (in index order) takes positions j,
-    j + m, j + 2m, ... of the verification order, at most VERIFY_SAMPLE of them; a verifier past
-    the last trainer takes position j mod n, as assign_verifications. [] for a non-verifier."""
+    ones its evidence may name: with s = verify_sample (0: VERIFY_SAMPLE) and n trainers in the
+    verification order, the j-th verifier (in index order) takes the min(s, n) positions from
+    j * s on, around the order: the verifiers' samples lie end to end, so every result is
+    judged by floor(m * s / n) or one more of the m verifiers. [] for a non-verifier."""
     committee = committee or RoundCommittee(rnd, config.witness_nodes, config.verification_percent)
     verifiers = committee.verifier_indices()
     order = _verify_order(rnd, assign_batches(config, rnd, committee))
     if verifier not in verifiers or not order:
         return []
-    j, m = verifiers.index(verifier), len(verifiers)
-    if j >= len(order):
-        return [order[j % len(order)]]
-    return order[j::m][:VERIFY_SAMPLE]
+    j, n, s = verifiers.index(verifier), len(order), config.verify_sample or VERIFY_SAMPLE
+    return [order[(j * s + t) % n] for t in range(min(s, n))]

@@ -6,7 +6,7 @@ Fixed size, little-endian, every padding byte explicit and zero. Offsets (bytes)
                      epoch_start_data_index:u64 epoch:u32 step:u32 start_step:u32 last_step:u32
                      rounds_head:u32 clients_len:u16 pending_len:u16 run_state:u8 first_round:u8
                      pending_pause:u8 checkpoint_kind:u8 layout_version:u32
-  config   96..208   see CONFIG_FORMAT (CONFIG_FIELDS in order, then 2 zero bytes)
+  config   96..208   see CONFIG_FORMAT (CONFIG_FIELDS in order, then 1 zero byte)
   repo     208..336  checkpoint_repo[64] checkpoint_revision[64]
   hashes   336..480  checkpoint_hash[32] param_hash[32] due_hash[32] spec_hash[32]
                      checkpoint_step:u32 param_step:u32 due_step:u32 _pad[4]
@@ -54,14 +54,15 @@ from .state import (
 )
 
 HEADER_FORMAT = "<32sQQQQIIIIIHHBBBBI"
-CONFIG_FORMAT = "<QQQQQQIIIHHHHHHHHBBBBQQQIH2x"
+CONFIG_FORMAT = "<QQQQQQIIIHHHHHHHHBBBBQQQIHBx"
 CONFIG_FIELDS = ("warmup_time", "cooldown_time", "max_round_train_time", "round_witness_time",
                  "epoch_time", "global_batch_size_warmup_tokens", "total_steps", "max_seq_len",
                  "checkpoint_interval", "min_clients", "init_min_clients", "witness_nodes",
                  "global_batch_size_start", "global_batch_size_end", "max_clients",
                  "max_syncing", "kept_rounds", "verification_percent", "checkpointer_percent",
                  "waiting_for_members_extra_time", "sync_warmup_rounds", "flops_per_token",
-                 "tokens_per_compute_point", "points_cap", "presence_points", "evidence_quorum")
+                 "tokens_per_compute_point", "points_cap", "presence_points", "evidence_quorum",
+                 "verify_sample")
 CLIENT_FORMAT = "<32s32s32sBBxxIQQ32s8H"
 ROUND_HEAD_FORMAT = "<IHHQQ32s32s32s"
 WITNESS_HEAD_FORMAT = "<H6x32s32s"

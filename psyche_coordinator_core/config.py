@@ -48,6 +48,10 @@ class RunConfig:
     presence_points: int = 1  # points for every round a client is present, in any phase
     # evidence: distinct elected verifiers whose evidence against a trainer's result evicts it
     evidence_quorum: int = 2
+    # trainers' results each elected verifier judges a round (0: VERIFY_SAMPLE, 3). When the
+    # verifiers' samples add up to more than the trainers, each result is judged by several, so
+    # that a verifier colluding with a trainer cannot keep its result from every honest judge
+    verify_sample: int = 0
 
     def validate(self) -> "RunConfig":
         """Raise ConfigError for the first field out of range; return self when valid."""
@@ -103,6 +107,7 @@ class RunConfig:
         need("presence_points", lambda v: 0 <= v <= U32, f"an integer in [0, {U32}]")
         need("evidence_quorum", lambda v: 1 <= v <= MAX_CLIENTS,
              f"an integer in [1, {MAX_CLIENTS}]")
+        need("verify_sample", lambda v: 0 <= v <= U8, f"an integer in [0, {U8}] (0 = 3)")
         return self
 
     def to_dict(self) -> dict:

@@ -21,9 +21,10 @@ ZERO_HASH = bytes(PARAM_HASH_LEN)
 # 8: each client's witness-bloom bits (its signer hashed once, at join, instead of every round).
 LAYOUT_VERSION = 8
 MAX_SYNC_WARMUP_ROUNDS = 32
-# Trainers one elected verifier judges per round at most (`verification_sample`): its evidence
-# may name only those, which bounds how many honest results one lying verifier can leave out.
-VERIFY_SAMPLE = 3  # the most rounds a synced client may warm up for
+# Trainers one elected verifier judges per round when the config's `verify_sample` is 0
+# (`verification_sample`): its evidence may name only those, which bounds how many honest
+# results one lying verifier can leave out.
+VERIFY_SAMPLE = 3
 
 # Witness bloom filters (pybloom-live, partitioned). capacity 256 and error rate 0.005 give
 # 8 slices of 353 bits hashed with XXH3-128: about 0.5% false positives at 256 items, under

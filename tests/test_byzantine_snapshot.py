@@ -17,7 +17,8 @@ pytestmark = pytest.mark.slow  # about 100 s on 2 cores: 12 real DisTrO steps of
 
 def test_a_poisoned_snapshot_is_recorded_yet_never_loaded(tmp_path):
     args = argparse.Namespace(steps=12, clients=6, adversaries=1, verification_percent=0,
-                              evidence_quorum=2, batch=2, seq_len=32, lr=0.01, warmup=2,
+                              evidence_quorum=2, verify_sample=0, batch=2, seq_len=32,
+                              lr=0.01, warmup=2,
                               topk=16, seed=1337, schedule="constant")
     row = one_run(args, make_data(tmp_path / "data"), 3.0, "poisoned_snapshot")
     assert row["outcome"] == "finished"

@@ -8,6 +8,7 @@ when a tick starts to matter."""
 
 import hashlib
 import random
+from collections import Counter
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -55,12 +56,12 @@ def participants_mask(n: int, rng: random.Random) -> int:
 @given(n=st.integers(1, 256), pick=st.integers(0, 2**32), seed=st.integers(0, 2**64 - 1),
        vp=st.integers(0, 50), start=st.integers(1, 2048), extra=st.integers(0, 2048),
        ramp=st.sampled_from([0, 0, 1000, 10**6, 1 << 44]), data_index=st.integers(0, 10**9),
-       seq=st.integers(1, 4096))
+       seq=st.integers(1, 4096), vs=st.sampled_from([0, 0, 1, 2, 3, 5, 8, 255]))
 def test_assign_batches_partitions_the_batch(n, pick, seed, vp, start, extra, ramp, data_index,
-                                             seq):
+                                             seq, vs):
     cfg = RunConfig(global_batch_size_start=start, global_batch_size_end=min(start + extra, 65535),
                     global_batch_size_warmup_tokens=ramp, max_seq_len=seq,
-                    verification_percent=vp).validate()
+                    verification_percent=vp, verify_sample=vs).validate()
     rnd = Round(height=3, data_index=data_index, random_seed=seed,
                 participants=participants_mask(n, random.Random(pick)))
     cm = RoundCommittee(rnd, cfg.witness_nodes, vp)
@@ -87,17 +88,19 @@ def test_assign_batches_partitions_the_batch(n, pick, seed, vp, start, extra, ra
     assert set(checks) == set(verifiers)
     assert all(b in ranges for b in checks.values())
 
-    # the verifiers' samples: trainers with a batch, at most VERIFY_SAMPLE each, the first the
-    # one assign_verifications names, disjoint while there are enough trainers, and covering
-    # the round when there are enough verifiers
+    # the verifiers' samples: min(s, trainers with a batch) distinct trainers with a batch each,
+    # the first the one assign_verifications names, and every such trainer judged by
+    # floor(total / n) or one more verifiers (the samples lie end to end around the order)
+    s = vs or VERIFY_SAMPLE
     samples = {v: verification_sample(cfg, rnd, v, cm) for v in verifiers}
-    assert all(1 <= len(t) <= VERIFY_SAMPLE and set(t) <= set(batches) for t in samples.values())
+    for t in samples.values():
+        assert len(t) == len(set(t)) == min(s, len(batches)) and set(t) <= set(batches)
     assert all(batches[t[0]] == checks[v] for v, t in samples.items())
-    judged = [x for t in samples.values() for x in t]
-    if len(verifiers) <= len(batches):
-        assert len(judged) == len(set(judged))
+    judged = Counter(x for t in samples.values() for x in t)
     if verifiers:
-        assert len(set(judged)) == min(len(batches), VERIFY_SAMPLE * len(verifiers))
+        total = len(verifiers) * min(s, len(batches))
+        low = total // len(batches)
+        assert all(low <= judged[b] <= low + (total % len(batches) > 0) for b in batches)
     assert verification_sample(cfg, rnd, trainers[0], cm) == []
 
 

@@ -94,7 +94,7 @@ def make_run(args, data: Path, clip: float, screen: bool, store: str | None = No
         waiting_for_members_extra_time=1, verification_percent=args.verification_percent,
         # strangers may join mid-epoch (a Sybil does): one syncing at a time, 2 warm-up rounds
         max_syncing=1, sync_warmup_rounds=2, kept_rounds=args.steps + 8,
-        evidence_quorum=args.evidence_quorum,
+        evidence_quorum=args.evidence_quorum, verify_sample=args.verify_sample,
         checkpoint_interval=5 if store else 0).validate()
     spec = RunSpec.from_dict({
         "model": dict(vocab_size=256, hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=4,
@@ -354,6 +354,10 @@ def main(argv=None) -> int:
     ap.add_argument("--evidence-quorum", type=int, default=3,
                     help="distinct verifiers whose evidence evicts a client (default 3: more "
                          "than the 2 adversaries, so they cannot evict an honest client)")
+    ap.add_argument("--verify-sample", type=int, default=6,
+                    help="results each verifier judges a round (default 6: both verifiers of 8 "
+                         "clients judge all 6 trainers' results, so an adversary verifier cannot "
+                         "keep its partner's result from the honest one; 0: the run default, 3)")
     ap.add_argument("--batch", type=int, default=4, help="sequences per client per step")
     ap.add_argument("--seq-len", type=int, default=64)
     ap.add_argument("--lr", type=float, default=0.01)

@@ -1,6 +1,7 @@
 """The verifier's duty: an elected verifier of a round (`verification_percent`; it trains no
 batch that round) judges its seeded sample of the round's results (`verification_sample`: the
-verifiers' samples do not overlap, and at most VERIFY_SAMPLE each) with DistroTrainer.verify,
+config's `verify_sample` each, 3 by default; the samples overlap only when they add up to more
+than the round's results) with DistroTrainer.verify,
 each against another batch of the same round picked by the round's seed. A result judged bad is
 reported with an `evidence` operation while its round is the current or the previous one: the
 coordinator puts its trainer in the round's accused mask, so no client applies that result,

@@ -26,8 +26,8 @@ RUN_CONFIG = dict(
     max_clients=18, max_syncing=19, kept_rounds=20,
     verification_percent=14, checkpointer_percent=15, waiting_for_members_extra_time=16,
     sync_warmup_rounds=21, flops_per_token=22, tokens_per_compute_point=23, points_cap=24,
-    presence_points=25, evidence_quorum=26)
-CONFIG_FORMAT = "<6Q3I8H4B3QIH"
+    presence_points=25, evidence_quorum=26, verify_sample=27)
+CONFIG_FORMAT = "<6Q3I8H4B3QIHB"
 
 
 @pytest.fixture(scope="module")

@@ -2276,6 +2276,7 @@ def errors_update():
         {"max_clients": 2}, {"max_clients": 257}, {"max_syncing": 257}, {"max_syncing": -1},
         {"kept_rounds": 4, "checkpoint_interval": 5}, {"kept_rounds": 65536},
         {"sync_warmup_rounds": 33}, {"evidence_quorum": 0}, {"evidence_quorum": 257},
+        {"verify_sample": 256}, {"verify_sample": -1},
     ]
     for change in bad:
         sc.do("update", config=RunConfig(**{**BASE_CONFIG, **change}), error="InvalidConfig")
@@ -2657,6 +2658,31 @@ def evidence_below_quorum():
     sc.check(sc.client_state(other) == ClientState.Healthy)
     sc.round(state=RunState.RoundTrain)
     sc.check(sc.accusers(target) == {v[0]})
+    return sc
+
+
+@scenario
+def evidence_redundant_samples():
+    sc = started("evidence_redundant_samples",
+                 "With verify_sample 6, each of a round's 2 verifiers judges all 6 trainers' "
+                 "results (the samples lie end to end around the verification order, so they "
+                 "overlap when they add up to more than the trainers). Both accuse one trainer "
+                 "in the same round: evidence_quorum 2 evicts it there. A verifier may name any "
+                 "trainer; a verifier is still no target (InvalidEvidence).",
+                 labels=EIGHT, config={**EVIDENCE, "verify_sample": 6})
+    v = sc.verifiers()
+    first, second = sc.sample(v[0]), sc.sample(v[1])
+    sc.check(len(v) == 2 and len(first) == 6 and set(first) == set(second),
+             "both verifiers judge every trainer")
+    target = first[-1]
+    sc.evidence(v[0], v[1], dt=1, error="InvalidEvidence")
+    sc.evidence(v[0], target)
+    sc.check(sc.client_state(target) == ClientState.Healthy)
+    sc.evidence(v[1], target, dt=1)
+    sc.check(sc.client_state(target) == ClientState.Evicted)
+    sc.check(sc.accusers(target) == {v[0], v[1]} and sc.accused() == {target})
+    sc.evidence(v[1], first[0])
+    sc.check(sc.accused() == {target, first[0]})
     return sc
 
 

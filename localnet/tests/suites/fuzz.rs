@@ -1302,7 +1302,7 @@ fn check_state(s: &CoordinatorState, now: i64) -> Result<(), String> {
         h.layout_version
     );
     ensure!(s._hashes_pad == [0; 4], "hashes padding");
-    ensure!(s.config._pad == [0; 2], "config padding");
+    ensure!(s.config._pad == [0; 1], "config padding");
     ensure!(
         s.pending()
             .iter()

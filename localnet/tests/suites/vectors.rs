@@ -126,6 +126,7 @@ fn config_from_json(v: &Value) -> Option<RunConfig> {
             "points_cap" => c.points_cap = int(v)?,
             "presence_points" => c.presence_points = int(v)?,
             "evidence_quorum" => c.evidence_quorum = int(v)?,
+            "verify_sample" => c.verify_sample = int(v)?,
             _ => return None,
         }
     }

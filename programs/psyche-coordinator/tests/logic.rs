@@ -196,12 +196,13 @@ fn run_config_params_round_trip() {
         points_cap: 23,
         presence_points: 24,
         evidence_quorum: 25,
-        _pad: [0; 2],
+        verify_sample: 26,
+        _pad: [0; 1],
     };
     assert_eq!(RunConfigParams::from_core(&c).to_core(), c);
-    // borsh: the 112 canonical bytes without the 2 bytes of padding at their end, in order
+    // borsh: the 112 canonical bytes without the byte of padding at their end, in order
     let borsh = RunConfigParams::from_core(&c).try_to_vec().unwrap();
-    assert_eq!(borsh, &bytemuck::bytes_of(&c)[..110]);
+    assert_eq!(borsh, &bytemuck::bytes_of(&c)[..111]);
 }
 
 #[test]

@@ -154,13 +154,13 @@ pub fn batch_mask(config: &RunConfig, rnd: &Round) -> [u8; MAX_CLIENTS / 8] {
     mask
 }
 
-/// Verifier `client_index`'s position j among the round's verifiers (index order) and their
-/// count m, with the round's shares; None for a non-verifier. One shuffle gives both.
+/// Verifier `client_index`'s position j among the round's verifiers (index order), with the
+/// round's shares; None for a non-verifier. One election gives both.
 fn verifier_position(
     config: &RunConfig,
     rnd: &Round,
     client_index: usize,
-) -> Option<(usize, usize, Shares)> {
+) -> Option<(usize, Shares)> {
     let (mut trainers, mut verifiers) = ([0u8; MAX_CLIENTS], [0u8; MAX_CLIENTS]);
     let (t, v) = committee::split(
         rnd,
@@ -171,7 +171,7 @@ fn verifier_position(
     let j = verifiers[..v]
         .iter()
         .position(|&c| c as usize == client_index)?;
-    Some((j, v, Shares::of_trainers(config, rnd, trainers, t)))
+    Some((j, Shares::of_trainers(config, rnd, trainers, t)))
 }
 
 /// The verification order: the trainers with a batch, sorted by index, shuffled by the LCG
@@ -195,30 +195,39 @@ fn verify_order(shares: &Shares, rnd: &Round, keys: &mut [u8; MAX_CLIENTS]) -> u
     n
 }
 
-/// `assign_verifications(...).get(client_index)`: verifier j (in index order) re-checks the batch
-/// of the j-th trainer in the reversed LCG order (seed ^ 0x5645524946590000) of the trainers with
-/// a batch, sorted by index.
+/// Results each verifier judges: the config's `verify_sample`, 0 meaning `VERIFY_SAMPLE`.
+fn sample_size(config: &RunConfig) -> usize {
+    match config.verify_sample {
+        0 => VERIFY_SAMPLE,
+        s => s as usize,
+    }
+}
+
+/// `assign_verifications(...).get(client_index)`: the batch of the first trainer of the
+/// verifier's sample (see [`in_verification_sample`]).
 pub fn verification_for(config: &RunConfig, rnd: &Round, client_index: usize) -> Option<BatchId> {
-    let (j, _, shares) = verifier_position(config, rnd, client_index)?;
+    let (j, shares) = verifier_position(config, rnd, client_index)?;
     let mut keys = [0u8; MAX_CLIENTS];
     let n = verify_order(&shares, rnd, &mut keys);
     if n == 0 {
         return None;
     }
-    let target = keys[n - 1 - j % n] as usize; // reversed order
+    let target = keys[n - 1 - j * sample_size(config) % n] as usize; // reversed order
     shares.batch_at(shares.position(target)?)
 }
 
-/// `target in verification_sample(config, rnd, verifier)`: with m verifiers, the j-th judges
-/// positions j, j + m, ... of the verification order (at most `VERIFY_SAMPLE`), or only
-/// position j mod n when j is past the last of the n trainers.
+/// `target in verification_sample(config, rnd, verifier)`: with s = `sample_size` and n
+/// trainers in the verification order (the trainers with a batch, sorted by index, shuffled by
+/// the LCG with seed ^ 0x5645524946590000, reversed), the j-th verifier (index order) judges the
+/// min(s, n) positions from j * s on, around the order. The samples lie end to end, so every
+/// result has floor(m * s / n) or one more of the m verifiers as judges.
 pub fn in_verification_sample(
     config: &RunConfig,
     rnd: &Round,
     verifier: usize,
     target: usize,
 ) -> bool {
-    let Some((j, m, shares)) = verifier_position(config, rnd, verifier) else {
+    let Some((j, shares)) = verifier_position(config, rnd, verifier) else {
         return false;
     };
     let mut keys = [0u8; MAX_CLIENTS];
@@ -226,13 +235,9 @@ pub fn in_verification_sample(
     if n == 0 {
         return false;
     }
-    if j >= n {
-        return keys[n - 1 - j % n] as usize == target;
-    }
-    (0..VERIFY_SAMPLE)
-        .map(|t| j + t * m)
-        .take_while(|&p| p < n)
-        .any(|p| keys[n - 1 - p] as usize == target)
+    let s = sample_size(config);
+    let first = j * s % n;
+    (0..s.min(n)).any(|t| keys[n - 1 - (first + t) % n] as usize == target)
 }
 
 #[cfg(test)]
@@ -315,11 +320,28 @@ mod tests {
             assert_eq!(batch_for(&c, &r, i), *b);
             assert_eq!(bit(&batch_mask(&c, &r), i), b.is_some());
         }
-        // assign_verifications: {4: B[49, 51], 8: B[43, 45]}
+        // assign_verifications: {4: B[49, 51], 8: B[46, 48]}
         let ver: Vec<(usize, u64, u64)> = (0..MAX_CLIENTS)
             .filter_map(|i| verification_for(&c, &r, i).map(|b| (i, b.start, b.end)))
             .collect();
-        assert_eq!(ver, [(4, 49, 51), (8, 43, 45)]);
+        assert_eq!(ver, [(4, 49, 51), (8, 46, 48)]);
+        // verification_sample(c with verify_sample s, r, v) for the verifiers 4 and 8
+        for (s, samples) in [
+            (0u8, [vec![9, 2, 5], vec![6, 3, 11]]),
+            (2, [vec![9, 2], vec![5, 6]]),
+            (5, [vec![9, 2, 5, 6, 3], vec![11, 0, 9, 2, 5]]),
+        ] {
+            let mut cs = c;
+            cs.verify_sample = s;
+            for (v, want) in [4usize, 8].into_iter().zip(samples) {
+                let got: Vec<usize> = (0..MAX_CLIENTS)
+                    .filter(|&t| in_verification_sample(&cs, &r, v, t))
+                    .collect();
+                let mut want = want;
+                want.sort();
+                assert_eq!(got, want, "verify_sample {s}, verifier {v}");
+            }
+        }
     }
 
     #[test]

@@ -66,7 +66,10 @@ pub struct RunConfig {
     pub presence_points: u32,
     /// Distinct elected verifiers whose evidence against a trainer's result evicts it.
     pub evidence_quorum: u16,
-    pub _pad: [u8; 2],
+    /// Trainers' results each elected verifier judges a round; 0 = `VERIFY_SAMPLE` (3). When
+    /// the samples add up to more than the trainers, each result has several judges.
+    pub verify_sample: u8,
+    pub _pad: [u8; 1],
 }
 
 const _: () = assert!(core::mem::size_of::<RunConfig>() == crate::constants::CONFIG_SIZE);
@@ -107,7 +110,8 @@ impl RunConfig {
         points_cap: 0,
         presence_points: 1,
         evidence_quorum: 2,
-        _pad: [0; 2],
+        verify_sample: 0,
+        _pad: [0; 1],
     };
 
     /// The same rules as `RunConfig.validate`; every violation is `InvalidConfig`.

@@ -586,6 +586,7 @@ mod tests {
         assert_eq!(offset_of!(RunConfig, points_cap), 96);
         assert_eq!(offset_of!(RunConfig, presence_points), 104);
         assert_eq!(offset_of!(RunConfig, evidence_quorum), 108);
+        assert_eq!(offset_of!(RunConfig, verify_sample), 110);
         // repo, then HASHES_FORMAT = "<32s32s32s32sIII4x"
         assert_eq!(offset_of!(CoordinatorState, checkpoint_repo), 208);
         assert_eq!(offset_of!(CoordinatorState, checkpoint_hash), 336);

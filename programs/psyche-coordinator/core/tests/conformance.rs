@@ -218,6 +218,7 @@ fn config_from_dict(d: &Map<String, Value>) -> Result<RunConfig, E> {
             "points_cap" => c.points_cap = x,
             "presence_points" => c.presence_points = x.try_into().map_err(|_| narrow)?,
             "evidence_quorum" => c.evidence_quorum = x.try_into().map_err(|_| narrow)?,
+            "verify_sample" => c.verify_sample = x.try_into().map_err(|_| narrow)?,
             _ => return Err(E::InvalidConfig), // unknown field
         }
     }

@@ -65,6 +65,7 @@ pub struct RunConfigParams {
     pub points_cap: u64,
     pub presence_points: u32,
     pub evidence_quorum: u16,
+    pub verify_sample: u8,
 }
 
 #[warn(clippy::large_stack_frames)]
@@ -97,7 +98,8 @@ impl RunConfigParams {
             points_cap: self.points_cap,
             presence_points: self.presence_points,
             evidence_quorum: self.evidence_quorum,
-            _pad: [0; 2],
+            verify_sample: self.verify_sample,
+            _pad: [0; 1],
         }
     }
 
@@ -129,6 +131,7 @@ impl RunConfigParams {
             points_cap: c.points_cap,
             presence_points: c.presence_points,
             evidence_quorum: c.evidence_quorum,
+            verify_sample: c.verify_sample,
         }
     }
 }
