@@ -218,3 +218,28 @@ def test_a_verifier_waits_for_the_trainers_result_of_the_step_before():
     assert previous(assigned, {}, {4: {b1: "a copy"}}) == (True, None)  # refused
     assert previous({4: {0: b0}}, {}, {}) == (True, None)  # no batch at step 4
     assert previous({}, {}, {}) == (True, None)  # the epoch's first round
+
+
+def test_a_result_after_a_bad_one_is_judged_from_the_bare_parameters():
+    """A trainer's result whose result of the step before was judged bad (by this verifier, or
+    by one whose evidence put it in its round's accused mask) is judged without that result's
+    lookahead: an adversary that trains honestly and corrupts what it publishes stood at its
+    true update, and from the published one a flipped result could pass."""
+    trainer, other = b"t" * 32, b"o" * 32
+    rounds = [SimpleNamespace(accused=0) for _ in range(4)]
+    st = SimpleNamespace(step=6, clients=[SimpleNamespace(signer=other),
+                                          SimpleNamespace(signer=trainer)],
+                         client_index=lambda k: {other: 0, trainer: 1}.get(k),
+                         round_back=lambda k: rounds[k])
+    v = Verifying(b"v" * 32)
+    assert not v._was_bad(st, 5, trainer)
+    rounds[1].accused = 1 << 1  # step 5 is one round back: a verifier accused the trainer
+    assert v._was_bad(st, 5, trainer) and not v._was_bad(st, 5, other)
+    rounds[1].accused = 0
+    v.verdict(st, None, 5, SimpleNamespace(trainer=trainer), True, "sign score -3")
+    assert v._was_bad(st, 5, trainer) and not v._was_bad(st, 4, trainer)
+    v.forget(6)  # results of step 6 on are still judged: the verdict of step 5 is kept
+    assert v._was_bad(st, 5, trainer)
+    v.forget(7)
+    assert not v._was_bad(st, 5, trainer)
+

@@ -10,6 +10,7 @@ Results the validation refused need no verdict: nobody vouches for them, and the
 remove their trainers."""
 
 from psyche_coordinator_core import ClientPhase, RunState, verification_sample
+from psyche_coordinator_core.constants import NUM_STORED_ROUNDS
 
 from .actions import Action, Log, Send, Verify
 
@@ -19,6 +20,7 @@ class Verifying:
         self.signer = signer
         self.plans = {}  # step -> [(batch, compare)] this client judges, [] when not a verifier
         self.asked = set()  # (step, batch) whose verdict was asked for
+        self.bad = set()  # (step, trainer signer) this client judged bad
 
     def _plan(self, st, me, assigned: dict) -> list:
         """This client's sample of the current round (batches), each with the batch it is
@@ -59,6 +61,12 @@ class Verifying:
             known, previous = self._previous(st, step, result, assignments, results, invalid)
             if not known:
                 continue
+            if previous is not None and self._was_bad(st, step - 1, result.trainer):
+                # its claimed lookahead was a bad result: an adversary that trains honestly and
+                # publishes a corrupted update stood at its true update, not at the published
+                # one, and judged from the published one a flipped result can score as honest.
+                # The bare parameters are what its true lookahead is near
+                previous = None
             self.asked.add((step, target))
             out.append(Verify(step, result, compare, previous))
         return out
@@ -83,6 +91,16 @@ class Verifying:
         previous = results.get(step - 1, {}).get(batch)
         return previous is not None, previous
 
+    def _was_bad(self, st, step: int, trainer: bytes) -> bool:
+        """The trainer's result of `step` was judged bad: by this client, or by a verifier whose
+        evidence put it in that round's accused mask (while the round is stored)."""
+        if (step, trainer) in self.bad:
+            return True
+        i = st.client_index(trainer)
+        back = st.step - step
+        rnd = st.round_back(back) if 0 <= back < NUM_STORED_ROUNDS else None
+        return i is not None and rnd is not None and bool(rnd.accused >> i & 1)
+
     @staticmethod
     def _accused(st, me, step: int, result) -> bool:
         """Evidence would change nothing: this client accused the trainer in this epoch already,
@@ -97,6 +115,7 @@ class Verifying:
         if not bad:
             return [Log(f"verified the result of {who} for step {step}: good ({detail})")]
         acts = [Log(f"verified the result of {who} for step {step}: BAD ({detail})")]
+        self.bad.add((step, result.trainer))
         target = st.client_index(result.trainer)
         if (me is None or target is None or st.step - step not in (0, 1)
                 or st.run_state not in (RunState.RoundTrain, RunState.RoundWitness)):
@@ -108,4 +127,5 @@ class Verifying:
 
     def forget(self, before: int) -> None:
         self.asked = {k for k in self.asked if k[0] >= before}
+        self.bad = {k for k in self.bad if k[0] >= before - 1}
         self.plans = {s: p for s, p in self.plans.items() if s >= before}
