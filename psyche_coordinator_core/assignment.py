@@ -64,6 +64,11 @@ def _verify_order(rnd: Round, batches: dict) -> list:
     return list(reversed(lcg_shuffle(sorted(batches), rnd.random_seed ^ 0x5645524946590000)))
 
 
+def _sample_size(config: RunConfig) -> int:
+    """Results each verifier judges: the config's `verify_sample`, 0 meaning VERIFY_SAMPLE."""
+    return config.verify_sample or VERIFY_SAMPLE
+
+
 def assign_verifications(config: RunConfig, rnd: Round, committee: RoundCommittee = None) -> dict:
     """{verifier_index: BatchId}: the batch of the first trainer of each verifier's
     `verification_sample`."""
@@ -72,7 +77,7 @@ def assign_verifications(config: RunConfig, rnd: Round, committee: RoundCommitte
     order = _verify_order(rnd, batches)
     if not order:
         return {}
-    s = config.verify_sample or VERIFY_SAMPLE
+    s = _sample_size(config)
     return {v: batches[order[j * s % len(order)]]
             for j, v in enumerate(committee.verifier_indices())}
 
@@ -89,5 +94,5 @@ def verification_sample(config: RunConfig, rnd: Round, verifier: int,
     order = _verify_order(rnd, assign_batches(config, rnd, committee))
     if verifier not in verifiers or not order:
         return []
-    j, n, s = verifiers.index(verifier), len(order), config.verify_sample or VERIFY_SAMPLE
+    j, n, s = verifiers.index(verifier), len(order), _sample_size(config)
     return [order[(j * s + t) % n] for t in range(min(s, n))]

@@ -78,9 +78,10 @@ class RoundCommittee:
         return self._elected(client_index, WITNESS_SALT, self.elected_witnesses)
 
     def committee(self, client_index: int):
-        if ordinal(self.round, client_index) is None:
+        k = ordinal(self.round, client_index)
+        if k is None:
             return None
-        if self._elected(client_index, COMMITTEE_SALT, self.verifiers):
+        if k in self._drawn(COMMITTEE_SALT, self.verifiers):
             return Committee.Verifier
         return Committee.Trainer
 

@@ -94,8 +94,11 @@ class Verifying:
     def _was_bad(self, st, step: int, trainer: bytes) -> bool:
         """The trainer's result of `step` was judged bad: by this client, or by a verifier whose
         evidence put it in that round's accused mask (while the round is stored)."""
-        if (step, trainer) in self.bad:
-            return True
+        return (step, trainer) in self.bad or self._in_accused_mask(st, step, trainer)
+
+    @staticmethod
+    def _in_accused_mask(st, step: int, trainer: bytes) -> bool:
+        """The round that trained `step` is still stored and its accused mask has `trainer`."""
         i = st.client_index(trainer)
         back = st.step - step
         rnd = st.round_back(back) if 0 <= back < NUM_STORED_ROUNDS else None
@@ -106,9 +109,8 @@ class Verifying:
         """Evidence would change nothing: this client accused the trainer in this epoch already,
         and the result is in its round's accused mask."""
         i = st.client_index(result.trainer)
-        rnd = st.round_back(st.step - step) if 0 <= st.step - step <= 1 else None
-        return (i is not None and rnd is not None and bool(st.clients[i].accusers >> me & 1)
-                and bool(rnd.accused >> i & 1))
+        return (i is not None and bool(st.clients[i].accusers >> me & 1)
+                and Verifying._in_accused_mask(st, step, result.trainer))
 
     def verdict(self, st, me, step: int, result, bad: bool, detail: str) -> list[Action]:
         who = result.trainer.hex()[:8]
