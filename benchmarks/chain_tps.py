@@ -25,9 +25,10 @@ process is sampled per burst (both share the machine).
     python benchmarks/chain_tps.py [--ticks 2000] [--concurrency 32] [--rounds 10] [--repeat 3]
     python benchmarks/chain_tps.py --client httpx --batch 32    # less client, more node
 
---compare [REF] measures this tree's node against the one built from REF (default: the commit
-before the front end moved to hyper/axum), in the same run: REF's sources are unpacked and built
-under ~/.cache/psyche/chain-tps (once per commit), then --pairs times, in both client modes
+--compare [REF] measures this tree's node against one with REF's front end (default: the commit
+before the front end moved to hyper/axum), in the same run: REF's localnet crate over this
+commit's program and core (so that only the front end differs), unpacked and built under
+~/.cache/psyche/chain-tps (once per pair of commits), then --pairs times, in both client modes
 (solana-py one transaction per request, httpx batches of 32), the two nodes run the whole
 benchmark one after the other (order alternating). Ratios new/old of the median tx/s of each kind
 go to benchmarks/results/chain_tps.json, whose headline holds the lower of the two modes.
@@ -378,20 +379,31 @@ def git(*args) -> str:
 
 
 def build_at(ref: str):
-    """The release node built from commit `ref`'s sources: (full sha, binary). Unpacked with git
-    archive and built once per commit under CACHE, with its own cargo target directory."""
+    """The release node with commit `ref`'s front end: (REF's full sha, binary). REF's
+    `localnet/` crate (the RPC and PubSub servers and the chain around the runtime) over HEAD's
+    other sources (the program, the core, the workspace), so that both nodes run the same
+    program and only the front end differs: since REF the program has moved (its id, the
+    config's layout, the elections), and a node built wholly from REF no longer runs this
+    tree's client's transactions. Unpacked with git archive and built once per (REF, HEAD)
+    under CACHE, with its own cargo target directory."""
     sha = git("rev-parse", "--verify", f"{ref}^{{commit}}")
-    out = CACHE / f"psyche-localnet-{sha[:12]}"
+    head = git("rev-parse", "HEAD")
+    tag = f"{sha[:12]}-on-{head[:12]}"
+    out = CACHE / f"psyche-localnet-{tag}"
     if out.exists():
         return sha, out
-    src = CACHE / "src" / sha[:12]
+    src = CACHE / "src" / tag
     if not (src / "Cargo.toml").exists():
         shutil.rmtree(src, ignore_errors=True)
         src.mkdir(parents=True)
-        archive = subprocess.run(["git", "archive", sha], cwd=REPO, check=True,
-                                 capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
-    log(f"building psyche-localnet at {sha[:12]} (release; the first time takes minutes)")
+        for commit, paths in ((head, []), (sha, ["localnet"])):
+            if paths:
+                shutil.rmtree(src / paths[0])
+            archive = subprocess.run(["git", "archive", commit, *paths], cwd=REPO, check=True,
+                                     capture_output=True).stdout
+            subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
+    log(f"building psyche-localnet with {sha[:12]}'s front end on {head[:12]} (release; the "
+        "first time takes minutes)")
     subprocess.run(["cargo", "build", "-q", "--release", "-p", "psyche-localnet"], cwd=src,
                    check=True, env={**os.environ, "CARGO_TARGET_DIR": str(CACHE / "target")})
     shutil.copy2(CACHE / "target" / "release" / "psyche-localnet", out)
@@ -448,7 +460,8 @@ def compare(args, parser):
         "headline": headline,
         "what": "tx/s of this tree's psyche-localnet over the old front end's, median over "
                 "bursts, per client mode; the headline holds the lower of the two modes",
-        "old_commit": old_sha, "new": new_rev, "pairs": args.pairs,
+        "old_front_end_commit": old_sha, "old_built_on": git("rev-parse", "HEAD"),
+        "new": new_rev, "pairs": args.pairs,
         "ticks": args.ticks, "rounds": args.rounds, "repeat": args.repeat,
         "concurrency": args.concurrency,
         "machine": f"{os.cpu_count()} CPUs", "modes": modes,
@@ -479,7 +492,8 @@ def main():
     p.add_argument("--repeat", type=int, default=3,
                    help="tick and transfer bursts, alternating (default 3)")
     p.add_argument("--compare", nargs="?", const=OLD_FRONT_END, metavar="REF",
-                   help="measure this tree's node against REF's, in the same run (default REF: "
+                   help="measure this tree's node against one with REF's front end (REF's "
+                   "localnet crate on this commit's program), in the same run (default REF: "
                    f"{OLD_FRONT_END}, the last thread-per-connection front end); writes "
                    f"{RESULTS.relative_to(REPO)}")
     p.add_argument("--pairs", type=int, default=2,
