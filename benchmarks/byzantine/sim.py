@@ -204,8 +204,8 @@ class Sim:
             case A.Validate(result):  # the daemon's validation thread, at once here
                 why, fingerprint = tr.validate(result)
                 return sm.validated(result, why, fingerprint)
-            case A.Verify(step, result, compare, previous):  # an elected verifier's test
-                bad, detail = tr.verify(step, result, compare, previous)
+            case A.Verify(step, result, compare, previous, last):  # an elected verifier's test
+                bad, detail = tr.verify(step, result, compare, previous, last)
                 return sm.verified(step, result, bad, detail)
             case A.Publish(result):
                 for other in self.clients:

@@ -73,12 +73,14 @@ class Validate:
 class Verify:
     """An elected verifier judges a peer's result of `step` with the loss-improvement test
     (against `compare`, another batch of the round; at the lookahead of `previous`, the
-    trainer's result of `step - 1` when it trained that step), in the worker after the applies
-    asked for before it, and calls verified(step, result, bad, detail)."""
+    trainer's result of `step - 1` when it trained that step; the overlap with `last`, its last
+    result before `step` with no batch between), in the worker after the applies asked for
+    before it, and calls verified(step, result, bad, detail)."""
     step: int
     result: TrainingResult
     compare: BatchId
     previous: TrainingResult | None = None
+    last: TrainingResult | None = None
 
 
 @dataclass(frozen=True)

@@ -114,8 +114,8 @@ class ClientDaemon:
                     self._spawn(self._apply(step, results))
                 case Validate(result):
                     self._spawn(self._validate(result))
-                case Verify(step, result, compare, previous):
-                    self._spawn(self._verify(step, result, compare, previous))
+                case Verify(step, result, compare, previous, last):
+                    self._spawn(self._verify(step, result, compare, previous, last))
                 case LoadBase():
                     self._spawn(self._base("load_base", self.sm.state))
                 case ResetToBase():
@@ -179,10 +179,10 @@ class ClientDaemon:
                 why = f"validation failed: {type(e).__name__}: {e}"
         self._run(self.sm.validated(result, why, fingerprint))
 
-    async def _verify(self, step, result, compare, previous):
+    async def _verify(self, step, result, compare, previous, last):
         got = await self._guard(f"verifying a result of step {step}",
                                 self._in_worker(self.trainer.verify, step, result, compare,
-                                                previous))
+                                                previous, last))
         if got is not None:
             self._run(self.sm.verified(step, result, *got))
 

@@ -61,15 +61,37 @@ class Verifying:
             known, previous = self._previous(st, step, result, assignments, results, invalid)
             if not known:
                 continue
+            last = previous
             if previous is not None and self._was_bad(st, step - 1, result.trainer):
                 # its claimed lookahead was a bad result: an adversary that trains honestly and
                 # publishes a corrupted update stood at its true update, not at the published
                 # one, and judged from the published one a flipped result can score as honest.
                 # The bare parameters are what its true lookahead is near
-                previous = None
+                previous = last = None
+            elif previous is None:
+                last = self._last(st, step, result.trainer, assignments, results, invalid)
             self.asked.add((step, target))
-            out.append(Verify(step, result, compare, previous))
+            out.append(Verify(step, result, compare, previous, last))
         return out
+
+    def _last(self, st, step: int, trainer: bytes, assignments: dict, results: dict,
+              invalid: dict):
+        """The trainer's last valid result before `step` when it trained no batch between
+        (for the overlap test: error feedback took that result's coefficients out of its
+        momentum, and nothing but this batch's gradient went in since), or None: not known,
+        refused, judged bad, or a batch between whose result is not here."""
+        # this epoch's steps only: the client indices of `assignments` are the epoch's
+        for s in range(step - 1, max(step - 1 - NUM_STORED_ROUNDS, st.start_step - 1), -1):
+            prior = assignments.get(s)
+            if prior is None:
+                return None  # before what this client knows of the epoch
+            batch = next((b for i, b in prior.items() if st.clients[i].signer == trainer), None)
+            if batch is None:
+                continue  # no batch then: its momentum did not move
+            if batch in invalid.get(s, {}) or self._was_bad(st, s, trainer):
+                return None
+            return results.get(s, {}).get(batch)
+        return None
 
     @staticmethod
     def _previous(st, step: int, result, assignments: dict, results: dict, invalid: dict

@@ -35,7 +35,7 @@ from ..data.tcp import TcpDataProvider
 from .distro import DistroOptimizer, update_signs
 from .errors import ModelUnavailable
 from .heldout import heldout_loss
-from .judge import SIGN_Z_MIN, STEP_MIN, is_bad, sign_z, step_gain
+from .judge import OVERLAP_MIN, SIGN_Z_MIN, STEP_MIN, is_bad, overlap, sign_z, step_gain
 from .model import (
     build_model,
     load_model_code,
@@ -386,7 +386,7 @@ class DistroTrainer:
             return str(e), None
         return "", fingerprint(params)
 
-    def verify(self, step: int, result, compare, previous=None) -> tuple:
+    def verify(self, step: int, result, compare, previous=None, last=None) -> tuple:
         """Judge a peer's result (judge.py, after Templar's Gauntlet: does it help the batch it
         was trained on?): the gradient of its batch, and of `compare` (another batch of the
         round, for the log: an honest update is aimed at its own batch), at the parameters
@@ -394,8 +394,10 @@ class DistroTrainer:
         lookahead of `previous` (the trainer's result of `step - 1`, when it trained that step)
         stepped in as the trainer did. Bad when, on its own batch, its sign score is under
         judge.SIGN_Z_MIN (noise, zeros, a flipped sign) or its step's score under
-        judge.STEP_MIN (a step up the batch). Copies and replays, which point down too, are
-        the validation's to catch. Returns (bad, what was measured)."""
+        judge.STEP_MIN (a step up the batch); with `last` (the trainer's last result before
+        `step`, no batch trained between), the overlap test first (judge.py: the coefficients
+        sent in both hold this batch's gradient alone). Copies and replays, which point down
+        too, are the validation's to catch. Returns (bad, what was measured)."""
         peer = peer_result_from_training_result(result, layout=self.layout)
         lookahead = self._lookahead_of(step, previous)
         try:
@@ -403,15 +405,29 @@ class DistroTrainer:
         finally:
             if lookahead:
                 self.optimizer.remove_lookahead()
-        signs = sign_z(peer, grads, self.optimizer.transforms)
-        steps = step_gain(peer, grads, self.optimizer.transforms)
-        bad = is_bad(signs[0], steps[0])
+        transforms = self.optimizer.transforms
+        signs = sign_z(peer, grads, transforms)
+        steps = step_gain(peer, grads, transforms)
+        ov = None
+        if last is not None:
+            try:
+                ov = overlap(peer, peer_result_from_training_result(last, layout=self.layout),
+                             grads[0], transforms)
+            except ValueError:  # its last result does not decode: the plain test
+                ov = None
+        bad = is_bad(signs[0], steps[0], ov)
         detail = (f"signs {signs[0]:.2f}, step {steps[0]:.3f} on its batch; {signs[1]:.2f}, "
                   f"{steps[1]:.3f} on {compare}{' with its lookahead' if lookahead else ''} "
                   f"(bad under {SIGN_Z_MIN:g}, {STEP_MIN:g})")
+        if ov is not None:
+            detail += (f"; overlap with its step {last.step}: {ov.agree:.2f} of {ov.count} agree,"
+                       f" signs {ov.rest_sign_z:.2f} elsewhere (decides from {OVERLAP_MIN})")
         self.metrics.write(event="verify", step=step, trainer=result.trainer.hex(),
                            sign_z=signs[0], step_gain=steps[0], sign_z_other=signs[1],
-                           step_gain_other=steps[1], lookahead=lookahead, bad=bad)
+                           step_gain_other=steps[1], lookahead=lookahead, bad=bad,
+                           overlap=None if ov is None else ov.count,
+                           overlap_agree=None if ov is None else ov.agree,
+                           rest_sign_z=None if ov is None else ov.rest_sign_z)
         return bad, detail
 
     def _lookahead_of(self, step: int, previous) -> bool:

@@ -155,7 +155,8 @@ def test_the_verifiers_test_tells_honest_updates_from_flipped_and_noise(data_dir
     trained at (the consensus, and its previous result's lookahead): honest results are aimed
     at their batch; sign-flipped ones point up it, noise nowhere in particular
     (measured on 5 steps of 3 trainers, each step applied one round late as in a run: honest 0
-    of 15 judged bad, flipped 15 of 15, noise 14 of 15; the old loss-change test caught 14
+    of 15 judged bad, flipped 15 of 15, noise 15 of 15 with the overlap test (the trainer's
+    previous result as `last`), 14 of 15 by the two scores alone; the old loss-change test caught 14
     flipped and 4 noise). A bad verdict leaves the result out of every client's apply and counts
     towards its trainer's eviction, so an honest verdict must never be bad."""
     trainers, state = make_trainers(data_dir, 4, quantize_1bit=False)
@@ -176,7 +177,7 @@ def test_the_verifiers_test_tells_honest_updates_from_flipped_and_noise(data_dir
             for name, payload in (("honest", r.payload), ("flipped", encode_payload(flipped)),
                                   ("noise", encode_payload(noise))):
                 bad, _ = verifier.verify(step, forged(trainers[k], payload, step, r.batch),
-                                         compare, previous[k])
+                                         compare, previous[k], previous[k])
                 verdicts[name].append(bad)
         if step > 1:
             for t in trainers:
