@@ -468,9 +468,14 @@ def main(argv=None) -> int:
     honest_vs_alone = (round(sum(all_honest[k] / alone_of[k] for k in all_honest)
                              / len(all_honest), 4)
                        if all(all_honest.values()) and all(alone_of.values()) else None)
-    rates = [r["detection_rate"] for r in attacks.values() if r.get("detection_rate") is not None]
+    # the attacks; an extra one (overlap_noise) has its own figure
+    rates = [r["detection_rate"] for name, r in attacks.items()
+             if r.get("detection_rate") is not None
+             and not getattr(ATTACKS.get(name), "extra", False)]
     headline = {
         "min_detection_rate": min(rates) if rates else None,
+        **{f"{name}_detection_rate": r.get("detection_rate") for name, r in attacks.items()
+           if getattr(ATTACKS.get(name), "extra", False)},
         "honest_clients_removed": sum(r.get("honest_clients_removed", 0) for r in attacks.values()),
         "honest_results_rejected": sum(r.get("honest_results_rejected", 0)
                                        for r in attacks.values()),
