@@ -421,7 +421,8 @@ class DistroTrainer:
                   f"(bad under {SIGN_Z_MIN:g}, {STEP_MIN:g})")
         if ov is not None:
             detail += (f"; overlap with its step {last.step}: {ov.agree:.2f} of {ov.count} agree,"
-                       f" signs {ov.rest_sign_z:.2f} elsewhere (decides from {OVERLAP_MIN})")
+                       f" signs {ov.rest_sign_z:.2f} elsewhere (the overlap decides from"
+                       f" {OVERLAP_MIN} on)")
         self.metrics.write(event="verify", step=step, trainer=result.trainer.hex(),
                            sign_z=signs[0], step_gain=steps[0], sign_z_other=signs[1],
                            step_gain_other=steps[1], lookahead=lookahead, bad=bad,
