@@ -64,8 +64,9 @@ STEP_MIN = 0.0
 OVERLAP_MIN = 32
 # ... of which this share (weighted by |g|) must agree in sign: honest ones all do
 OVERLAP_AGREE_MIN = 0.9
-# with an agreeing overlap, only evidence against the batch: the rest's sign score, the step's
-SIGN_Z_AGAINST = -2.0
+# with an agreeing overlap, only evidence against the batch: the rest's sign score (an honest
+# rest scored -2.38 late in a byzantine run, its overlap all agreeing), the step's
+SIGN_Z_AGAINST = -4.0
 STEP_AGAINST = -0.05
 
 
