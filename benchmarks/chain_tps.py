@@ -396,12 +396,14 @@ def build_at(ref: str):
     if not (src / "Cargo.toml").exists():
         shutil.rmtree(src, ignore_errors=True)
         src.mkdir(parents=True)
-        for commit, paths in ((head, []), (sha, ["localnet"])):
-            if paths:
-                shutil.rmtree(src / paths[0])
+        def unpack(commit, *paths):
             archive = subprocess.run(["git", "archive", commit, *paths], cwd=REPO, check=True,
                                      capture_output=True).stdout
             subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
+
+        unpack(head)
+        shutil.rmtree(src / "localnet")
+        unpack(sha, "localnet")
     log(f"building psyche-localnet with {sha[:12]}'s front end on {head[:12]} (release; the "
         "first time takes minutes)")
     subprocess.run(["cargo", "build", "-q", "--release", "-p", "psyche-localnet"], cwd=src,

@@ -85,7 +85,7 @@ class Verifying:
             prior = assignments.get(s)
             if prior is None:
                 return None  # before what this client knows of the epoch
-            batch = next((b for i, b in prior.items() if st.clients[i].signer == trainer), None)
+            batch = Verifying._batch_of(st, prior, trainer)
             if batch is None:
                 continue  # no batch then: its momentum did not move
             if batch in invalid.get(s, {}) or self._was_bad(st, s, trainer):
@@ -106,12 +106,16 @@ class Verifying:
         prior = assignments.get(step - 1)
         if prior is None:
             return True, None
-        batch = next((b for i, b in prior.items() if st.clients[i].signer == result.trainer),
-                     None)
+        batch = Verifying._batch_of(st, prior, result.trainer)
         if batch is None or batch in invalid.get(step - 1, {}):
             return True, None
         previous = results.get(step - 1, {}).get(batch)
         return previous is not None, previous
+
+    @staticmethod
+    def _batch_of(st, assigned: dict, trainer: bytes):
+        """The batch `trainer` had in a round's {client index: batch}, or None."""
+        return next((b for i, b in assigned.items() if st.clients[i].signer == trainer), None)
 
     def _was_bad(self, st, step: int, trainer: bytes) -> bool:
         """The trainer's result of `step` was judged bad: by this client, or by a verifier whose

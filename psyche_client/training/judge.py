@@ -86,42 +86,50 @@ def is_bad(sign_score: float, step_score: float, overlap: Overlap | None = None)
     return not (sign_score >= SIGN_Z_MIN and step_score >= STEP_MIN)
 
 
-def overlap(result, last, gradient: list, transforms) -> Overlap:
-    """The result's coefficients that its trainer also sent in `last` (its last result before,
-    with no batch trained between), against `gradient` (its batch's, as in sign_z): how many
-    have a nonzero gradient and how far their signs agree, and the sign score of the others."""
-    count, agree, weight, gain, spread = 0, 0.0, 0.0, 0.0, 0.0
-    for t, sp, before, g in zip(transforms, result.params, last.params, gradient):
-        rows = torch.arange(sp.indices.shape[0]).unsqueeze(1) * t.totalk  # ids unique per chunk
-        now = sp.indices.cpu().to(torch.int64) + rows
-        both = torch.isin(now, before.indices.cpu().to(torch.int64) + rows)
+def votes(result, gradient: list, transforms) -> list:
+    """Per parameter, (`at`, `at * sign(values)`): the DCT coefficients of `gradient` (one
+    batch's, one tensor per parameter) at the places the result sent, and their votes with the
+    sent signs. float64: the gains of many small coefficients sum without float32's rounding.
+    Worked out once per gradient; sign_score and overlap read them."""
+    out = []
+    for t, sp, g in zip(transforms, result.params, gradient):
         at = torch.gather(t.encode(g.to(torch.float64)), 1, sp.indices.cpu())
-        votes = at * torch.sign(sp.dense_values(torch.float64).cpu())
-        on = both & (at != 0)
-        count += int(on.sum())
-        agree += float(votes[on].clamp(min=0).sum())  # |g| where the signs agree (NaN: stays)
-        weight += float(at[on].abs().sum())
-        gain += float(votes[~both].sum())
-        spread += float((at[~both] ** 2).sum())
-    return Overlap(count, agree / weight if weight else float("nan"),
-                   float("inf") if spread == 0.0 else gain / spread ** 0.5)
+        out.append((at, at * torch.sign(sp.dense_values(torch.float64).cpu())))
+    return out
+
+
+def sign_score(voted: list) -> float:
+    """The sent coefficients' signs voting with the gradient's DCT coefficients there (votes()),
+    weighted by their size, over the standard deviation of that sum under random signs."""
+    gain = sum(float(v.sum()) for _, v in voted)
+    spread = sum(float((at * at).sum()) for at, _ in voted)
+    # no coefficients, or a zero gradient there: no evidence either way
+    return float("inf") if spread == 0.0 else gain / spread ** 0.5
 
 
 def sign_z(result, gradients: list, transforms) -> list[float]:
-    """The result's sign score against each of `gradients` (as in step_gain): the sent
-    coefficients' signs voting with the gradient's DCT coefficients there, weighted by their
-    size, over the standard deviation of that sum under random signs."""
-    scores = []
-    for grads in gradients:
-        gain = spread = 0.0
-        for t, sp, g in zip(transforms, result.params, grads):
-            # float64: the gains of many small coefficients sum without float32's rounding
-            at = torch.gather(t.encode(g.to(torch.float64)), 1, sp.indices.cpu())
-            gain += float((at * torch.sign(sp.dense_values(torch.float64).cpu())).sum())
-            spread += float((at * at).sum())
-        # no coefficients, or a zero gradient there: no evidence either way
-        scores.append(float("inf") if spread == 0.0 else gain / spread ** 0.5)
-    return scores
+    """The result's sign score (sign_score) against each of `gradients` (as in step_gain)."""
+    return [sign_score(votes(result, g, transforms)) for g in gradients]
+
+
+def overlap(result, last, voted: list, transforms) -> Overlap:
+    """The result's coefficients that its trainer also sent in `last` (its last result before,
+    with no batch trained between), against its batch's gradient (`voted`: votes() of it): how
+    many have a nonzero gradient and how far their signs agree, and the sign score of the
+    others."""
+    count, agree, weight, gain, spread = 0, 0.0, 0.0, 0.0, 0.0
+    for t, sp, before, (at, v) in zip(transforms, result.params, last.params, voted):
+        rows = torch.arange(sp.indices.shape[0]).unsqueeze(1) * t.totalk  # ids unique per chunk
+        now = sp.indices.cpu().to(torch.int64) + rows
+        both = torch.isin(now, before.indices.cpu().to(torch.int64) + rows)
+        on = both & (at != 0)
+        count += int(on.sum())
+        agree += float(v[on].clamp(min=0).sum())  # |g| where the signs agree (NaN: stays)
+        weight += float(at[on].abs().sum())
+        gain += float(v[~both].sum())
+        spread += float((at[~both] ** 2).sum())
+    return Overlap(count, agree / weight if weight else float("nan"),
+                   float("inf") if spread == 0.0 else gain / spread ** 0.5)
 
 
 def step_gain(result, gradients: list, transforms) -> list[float]:

@@ -35,7 +35,16 @@ from ..data.tcp import TcpDataProvider
 from .distro import DistroOptimizer, update_signs
 from .errors import ModelUnavailable
 from .heldout import heldout_loss
-from .judge import OVERLAP_MIN, SIGN_Z_MIN, STEP_MIN, is_bad, overlap, sign_z, step_gain
+from .judge import (
+    OVERLAP_MIN,
+    SIGN_Z_MIN,
+    STEP_MIN,
+    is_bad,
+    overlap,
+    sign_score,
+    step_gain,
+    votes,
+)
 from .model import (
     build_model,
     load_model_code,
@@ -406,15 +415,16 @@ class DistroTrainer:
             if lookahead:
                 self.optimizer.remove_lookahead()
         transforms = self.optimizer.transforms
-        signs = sign_z(peer, grads, transforms)
+        voted = [votes(peer, g, transforms) for g in grads]  # one DCT per gradient
+        signs = [sign_score(v) for v in voted]
         steps = step_gain(peer, grads, transforms)
         ov = None
         if last is not None:
             try:
                 ov = overlap(peer, peer_result_from_training_result(last, layout=self.layout),
-                             grads[0], transforms)
+                             voted[0], transforms)
             except ValueError:  # its last result does not decode: the plain test
-                ov = None
+                pass
         bad = is_bad(signs[0], steps[0], ov)
         detail = (f"signs {signs[0]:.2f}, step {steps[0]:.3f} on its batch; {signs[1]:.2f}, "
                   f"{steps[1]:.3f} on {compare}{' with its lookahead' if lookahead else ''} "

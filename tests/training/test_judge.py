@@ -19,6 +19,7 @@ from psyche_client.training.judge import (
     overlap,
     sign_z,
     step_gain,
+    votes,
 )
 
 SHAPES = [(64, 64), (128, 32)]
@@ -120,7 +121,7 @@ def test_the_overlap_agrees_exactly_on_an_honest_update():
     """Error feedback took the first result's coefficients out of the momentum, so where the
     second sends them again it sends the batch's gradient alone: every sign agrees."""
     transforms, grads, first, second = two_steps(0, carry=20.0)
-    ov = overlap(second, first, grads, transforms)
+    ov = overlap(second, first, votes(second, grads, transforms), transforms)
     assert ov.count >= OVERLAP_MIN and ov.agree == 1.0, ov
     assert not is_bad(*scores(transforms, grads, list(second.params)), ov)
 
@@ -129,7 +130,7 @@ def test_with_an_agreeing_overlap_only_evidence_against_the_batch_counts():
     """A weak sign score (an update ruled by older momentum) is not bad when the overlap
     agrees; the same scores without an overlap are."""
     transforms, grads, first, second = two_steps(0, carry=20.0)
-    ov = overlap(second, first, grads, transforms)
+    ov = overlap(second, first, votes(second, grads, transforms), transforms)
     weak = type(ov)(ov.count, ov.agree, 0.5)
     assert is_bad(0.5, 0.001) and not is_bad(0.5, 0.001, weak)
     assert is_bad(0.5, STEP_AGAINST - 0.01, weak)
@@ -142,7 +143,7 @@ def test_noise_flips_and_zeros_fail_the_overlap():
                     ("flipped", lambda v: -v), ("zeros", torch.zeros_like),
                     ("nan", lambda v: torch.full_like(v, float("nan")))):
         bad = PeerResult(b"k", tuple(with_values(second.params, f)))
-        ov = overlap(bad, first, grads, transforms)
+        ov = overlap(bad, first, votes(bad, grads, transforms), transforms)
         assert ov.count >= OVERLAP_MIN, (name, ov)
         assert not ov.agree >= OVERLAP_AGREE_MIN, (name, ov)
         assert is_bad(*scores(transforms, grads, list(bad.params)), ov), name
@@ -159,14 +160,14 @@ def test_an_agreeing_overlap_does_not_clear_a_rest_against_the_batch():
         keep.append(SparseParam(sp.shape, sp.chunk, sp.indices,
                                 torch.where(both, sp.values, -sp.values)))
     crafted = PeerResult(b"k", tuple(keep))
-    ov = overlap(crafted, first, grads, transforms)
+    ov = overlap(crafted, first, votes(crafted, grads, transforms), transforms)
     assert ov.agree == 1.0 and ov.rest_sign_z < SIGN_Z_AGAINST, ov
     assert is_bad(*scores(transforms, grads, keep), ov)
 
 
 def test_too_small_an_overlap_leaves_the_plain_test_to_decide():
     transforms, grads, first, second = two_steps(3, carry=20.0)
-    ov = overlap(second, first, grads, transforms)
+    ov = overlap(second, first, votes(second, grads, transforms), transforms)
     few = type(ov)(OVERLAP_MIN - 1, ov.agree, ov.rest_sign_z)
     sign, step = scores(transforms, grads, list(second.params))
     assert is_bad(sign, step, few) == is_bad(sign, step)
