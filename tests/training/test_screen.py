@@ -138,3 +138,18 @@ def test_a_result_that_agrees_with_the_votes_is_kept_even_at_right_angles_to_the
     # and one that both tests call opposed goes
     flipped = r(b"e", [-1., -1., -1., -1.])
     assert [x.key for x in screen(results + [flipped], opt.transforms)] == [b"e"]
+
+
+def test_a_result_slightly_against_the_majority_stays_and_a_clear_one_goes():
+    # a late joiner's honest result can point a little away from the round (its momentum holds
+    # only the batches since it joined: -0.052 in benchmarks/byzantine); the line is -OPPOSED
+    opt = DistroOptimizer([torch.zeros(128)], topk=80, chunk=128)
+    idx = torch.arange(80).reshape(1, 80)
+
+    def r(key, positive):  # +1 on the first `positive` coefficients, -1 on the rest
+        vals = [1.0 if i < positive else -1.0 for i in range(80)]
+        return PeerResult(key, (SparseParam((128,), (1, 128), idx, torch.tensor([vals])),))
+
+    majority = [r(b"a", 80), r(b"b", 80), r(b"c", 80)]
+    assert screen(majority + [r(b"j", 37)], opt.transforms) == []  # cosine -0.075
+    assert [x.key for x in screen(majority + [r(b"f", 33)], opt.transforms)] == [b"f"]  # -0.175
