@@ -28,10 +28,14 @@ process is sampled per burst (both share the machine).
 --compare [REF] measures this tree's node against one with REF's front end (default: the commit
 before the front end moved to hyper/axum), in the same run: REF's localnet crate over this
 commit's program and core (so that only the front end differs), unpacked and built under
-~/.cache/psyche/chain-tps (once per pair of commits), then --pairs times, in both client modes
-(solana-py one transaction per request, httpx batches of 32), the two nodes run the whole
-benchmark one after the other (order alternating). Ratios new/old of the median tx/s of each kind
-go to benchmarks/results/chain_tps.json, whose headline holds the lower of the two modes.
+~/.cache/psyche/chain-tps (once per pair of commits). Per client mode (solana-py one transaction
+per request, httpx batches of 32) both nodes run at once, set up alike, and take --pairs turns:
+a tick burst, a transfer burst and --rounds witness rounds (each with its 32 transfers; a
+32-transaction burst lasts ~30 ms, too short to compare alone) on one node, then on the other
+(which goes first alternates). Bursts a few seconds apart share whatever else the
+machine does, so the ratio within a pair is steadier than between whole runs (one node alone
+moves ±10 % from run to run here). benchmarks/results/chain_tps.json: per kind the median of
+the pairs' new/old tx/s with a 95 % bootstrap interval; the headline holds the lower mode.
 """
 
 import argparse
@@ -39,9 +43,11 @@ import asyncio
 import base64
 import copy
 import gc
+import hashlib
 import json
 import logging
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -70,6 +76,8 @@ CLIENTS = 256
 # The last commit whose node served HTTP with a thread per connection (httparse) and PubSub
 # with a thread per websocket (tungstenite): the baseline of --compare.
 OLD_FRONT_END = "6dba7cd"
+# what the old node takes from HEAD (the rest of the workspace, unbuilt by -p psyche-localnet)
+BUILT_FROM_HEAD = ("Cargo.toml", "Cargo.lock", "programs", "patches")
 CACHE = Path.home() / ".cache" / "psyche" / "chain-tps"
 RESULTS = REPO / "benchmarks" / "results" / "chain_tps.json"
 # (client, transactions per request) of --compare
@@ -253,31 +261,41 @@ def summary(rows, kind):
         me_us=sum(r["cpu_me"] for r in rs) / n * 1e6)
 
 
-async def run(args, path: Path):
-    payer = Keypair()
-    clients = [Keypair() for _ in range(CLIENTS)]
-    log(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; node {path}")
-    proc, rpc = start(path, [(payer, 1000)] + [(kp, 10) for kp in clients])
-    coord = Coordinator(rpc, payer)
-    b = Bench(coord, proc.pid, args)
-    try:
+class Session:
+    """One node, set up for measuring: started with the payer and the 256 clients funded, the
+    run created and trained into (all clients joined and warmed up), connections open. Each
+    method then sends one measured burst, recorded in `bench.rows`."""
+
+    def __init__(self, args, path: Path):
+        self.args, self.path = args, path
+        self.payer, self.clients = Keypair(), [Keypair() for _ in range(CLIENTS)]
+        self.by_signer = {bytes(kp.pubkey()): kp for kp in self.clients}
+        self.seq = 0  # transfers sent: each one's lamports differ, so no two are the same tx
+        self.proc = self.coord = self.bench = None
+
+    async def open(self) -> "Session":
+        self.proc, rpc = start(self.path, [(self.payer, 1000)]
+                               + [(kp, 10) for kp in self.clients])
+        self.coord = coord = Coordinator(rpc, self.payer)
+        self.bench = b = Bench(coord, self.proc.pid, self.args)
+        payer = self.payer
         await b.open()
-        log(f"node ready at {rpc}, {args.concurrency} connections open; creating the run")
+        log(f"node ready at {rpc}, {self.args.concurrency} connections open; creating the run")
         account = Keypair()
-        instance = coord.instance_key("tps")
+        self.instance = instance = coord.instance_key("tps")
         rent = await coord.rent_exempt(ACCOUNT_SPACE)
         await coord.send([coord.ix_create_account(account.pubkey(), rent),
                           coord.ix_init_coordinator("tps", account.pubkey(), payer.pubkey(),
                                                     payer.pubkey(), True, CONFIG, 7)],
                          signers=[account])
         await coord.send([coord.ix_set_paused(payer.pubkey(), instance, account.pubkey(), False)])
-        acct = account.pubkey()
+        self.acct = acct = account.pubkey()
 
         log(f"{CLIENTS} clients join, then warmup_witness (setup bursts, also measured)")
         h = await b.blockhash()
         await b.burst("join_run (setup)", [
             b.sign(kp, [coord.ix_join_run(kp.pubkey(), instance, acct, bytes([i]) * 32)], h)
-            for i, kp in enumerate(clients)])
+            for i, kp in enumerate(self.clients)])
         st = await b.tick_until(payer, instance, acct,
                                 lambda s: s.run_state != RunState.WaitingForMembers)
         index = {c.signer: i for i, c in enumerate(st.clients)}
@@ -285,66 +303,89 @@ async def run(args, path: Path):
         await b.burst("warmup_witness (setup)", [
             b.sign(kp, [coord.ix_warmup_witness(kp.pubkey(), instance, acct,
                                                 index[bytes(kp.pubkey())])], h)
-            for kp in clients])
+            for kp in self.clients])
         st = await b.tick_until(payer, instance, acct, lambda s: s.run_state == RunState.RoundTrain)
         log(f"RoundTrain at step {st.step} with {len(st.clients)} clients")
-
-        ticks = [coord.ix_tick(kp.pubkey(), instance, acct) for kp in clients]
-        seq = 0
-        for rep in range(args.repeat):
-            # a client ticks once per blockhash, so a burst of N ticks needs N/256 blockhashes
-            log(f"repeat {rep + 1}/{args.repeat}: collecting blockhashes for {args.ticks} ticks")
-            hashes = [await b.blockhash()]
-            while len(hashes) * CLIENTS < args.ticks:
-                hashes.append(await b.blockhash(other_than=hashes[-1]))
-            txs = [b.sign(clients[i % CLIENTS], [ticks[i % CLIENTS]], hashes[i // CLIENTS])
-                   for i in range(args.ticks)]
-            await b.burst("tick", txs)
-            h = await b.blockhash()
-            txs = []
-            for i in range(args.ticks):
-                seq += 1
-                src, dst = clients[i % CLIENTS], clients[(i + 1) % CLIENTS]
-                ix = transfer(TransferParams(from_pubkey=src.pubkey(), to_pubkey=dst.pubkey(),
-                                             lamports=1000 + seq))
-                txs.append(b.sign(src, [ix], h))
-            await b.burst("system transfer", txs)
-
-        log(f"{args.rounds} witness rounds, each followed by a burst of 32 transfers")
+        self.ticks = [coord.ix_tick(kp.pubkey(), instance, acct) for kp in self.clients]
         # what a witness of a full round attests: every trainer and one commitment each
-        participants = bloom_of(bytes(kp.pubkey()).hex() for kp in clients)
-        broadcast = bloom_of(bytes([i]).hex() * 32 for i in range(CLIENTS))
-        by_signer = {bytes(kp.pubkey()): kp for kp in clients}
+        self.participants = bloom_of(bytes(kp.pubkey()).hex() for kp in self.clients)
+        self.broadcast = bloom_of(bytes([i]).hex() * 32 for i in range(CLIENTS))
+        return self
+
+    async def close(self):
+        try:
+            if self.bench is not None:
+                await self.bench.close()
+            if self.coord is not None:
+                await self.coord.close()
+        finally:
+            if self.proc is not None:
+                self.proc.terminate()
+                self.proc.wait()
+
+    def _transfers(self, n: int, h) -> list:
+        txs = []
+        for i in range(n):
+            self.seq += 1
+            src, dst = self.clients[i % CLIENTS], self.clients[(i + 1) % CLIENTS]
+            ix = transfer(TransferParams(from_pubkey=src.pubkey(), to_pubkey=dst.pubkey(),
+                                         lamports=1000 + self.seq))
+            txs.append(self.bench.sign(src, [ix], h))
+        return txs
+
+    async def tick_burst(self) -> dict:
+        """--ticks ticks, the clients in turn; a client ticks once per blockhash, so the burst
+        needs ticks/256 blockhashes (one per slot), collected before it."""
+        b, n = self.bench, self.args.ticks
+        hashes = [await b.blockhash()]
+        while len(hashes) * CLIENTS < n:
+            hashes.append(await b.blockhash(other_than=hashes[-1]))
+        return await b.burst("tick", [b.sign(self.clients[i % CLIENTS], [self.ticks[i % CLIENTS]],
+                                             hashes[i // CLIENTS]) for i in range(n)])
+
+    async def transfer_burst(self) -> dict:
+        h = await self.bench.blockhash()
+        return await self.bench.burst("system transfer", self._transfers(self.args.ticks, h))
+
+    async def witness_round(self) -> tuple[dict, dict]:
+        """The round's elected witnesses at once (blooms of all 256 trainers), then a burst of
+        as many transfers; ticks (not measured) until the next round trains."""
+        b, coord, acct = self.bench, self.coord, self.acct
+        st = await coord.fetch_state(acct)
+        assert st.run_state == RunState.RoundTrain, st.run_state
+        elected = RoundCommittee(st.current_round, st.config.witness_nodes, 0).witness_indices()
+        h = await b.blockhash()
+        txs = []
+        for i in elected:
+            kp = self.by_signer[st.clients[i].signer]
+            txs.append(b.sign(kp, [coord.ix_witness(kp.pubkey(), self.instance, acct, i, st.step,
+                                                     self.participants, self.broadcast, bytes(32),
+                                                     bytes(32))], h))
+        witness = await b.burst(f"witness ({len(elected)} elected)", txs)
+        transfers = await b.burst(f"system transfer ({len(elected)})",
+                                  self._transfers(len(elected), h))
+        step = st.step
+        await b.tick_until(self.payer, self.instance, acct,
+                           lambda s: s.step == step + 1 and s.run_state == RunState.RoundTrain)
+        return witness, transfers
+
+
+async def run(args, path: Path):
+    log(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; node {path}")
+    s = Session(args, path)
+    try:
+        await s.open()
+        for rep in range(args.repeat):
+            log(f"repeat {rep + 1}/{args.repeat}")
+            await s.tick_burst()
+            await s.transfer_burst()
+        log(f"{args.rounds} witness rounds, each followed by a burst of 32 transfers")
         for _ in range(args.rounds):
-            st = await coord.fetch_state(acct)
-            assert st.run_state == RunState.RoundTrain, st.run_state
-            elected = RoundCommittee(st.current_round, st.config.witness_nodes, 0).witness_indices()
-            h = await b.blockhash()
-            txs = []
-            for i in elected:
-                kp = by_signer[st.clients[i].signer]
-                txs.append(b.sign(kp, [coord.ix_witness(kp.pubkey(), instance, acct, i, st.step,
-                                                         participants, broadcast, bytes(32),
-                                                         bytes(32))], h))
-            await b.burst(f"witness ({len(elected)} elected)", txs)
-            txs = []
-            for i in range(len(elected)):
-                seq += 1
-                src, dst = clients[i], clients[i + 1]
-                ix = transfer(TransferParams(from_pubkey=src.pubkey(), to_pubkey=dst.pubkey(),
-                                             lamports=1000 + seq))
-                txs.append(b.sign(src, [ix], h))
-            await b.burst(f"system transfer ({len(elected)})", txs)
-            step = st.step
-            await b.tick_until(payer, instance, acct, lambda s: s.step == step + 1
-                               and s.run_state == RunState.RoundTrain)
+            await s.witness_round()
         load = os.getloadavg()[0]
     finally:
-        await b.close()
-        await coord.close()
-        proc.terminate()
-        proc.wait()
-    return b.rows, load
+        await s.close()
+    return s.bench.rows, load
 
 
 def report(rows, load, args):
@@ -384,11 +425,14 @@ def build_at(ref: str):
     other sources (the program, the core, the workspace), so that both nodes run the same
     program and only the front end differs: since REF the program has moved (its id, the
     config's layout, the elections), and a node built wholly from REF no longer runs this
-    tree's client's transactions. Unpacked with git archive and built once per (REF, HEAD)
-    under CACHE, with its own cargo target directory."""
+    tree's client's transactions. Unpacked with git archive and built once per REF and HEAD
+    under CACHE, with its own cargo target directory; HEAD's part is named by the git objects
+    of BUILT_FROM_HEAD, so commits that leave those alone share one build."""
     sha = git("rev-parse", "--verify", f"{ref}^{{commit}}")
     head = git("rev-parse", "HEAD")
-    tag = f"{sha[:12]}-on-{head[:12]}"
+    # keyed by what the build takes from HEAD (not HEAD itself: a commit elsewhere reuses it)
+    base = hashlib.sha256(git("rev-parse", *(f"HEAD:{p}" for p in BUILT_FROM_HEAD)).encode())
+    tag = f"{sha[:12]}-on-{base.hexdigest()[:12]}"
     out = CACHE / f"psyche-localnet-{tag}"
     if out.exists():
         return sha, out
@@ -412,17 +456,51 @@ def build_at(ref: str):
     return sha, out
 
 
-def merged(runs: list) -> dict:
-    """Burst rows of several runs of one node, kind by kind."""
-    rows = {}
-    for run_rows in runs:
-        for kind, rs in run_rows.items():
-            rows.setdefault(kind, []).extend(rs)
-    return rows
+def interval(ratios: list, draws: int = 10000) -> tuple[float, float]:
+    """A 95 % interval of the median of paired ratios (percentile bootstrap, fixed seed)."""
+    rng = random.Random(0)
+    meds = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(draws))
+    return meds[int(draws * 0.025)], meds[int(draws * 0.975) - 1]
+
+
+async def paired(args, nodes: dict) -> dict:
+    """Both nodes up at once, set up alike; then --pairs times, for each kind, one burst on
+    each node back to back (which goes first alternates): pairs of bursts a few seconds
+    apart, so whatever else the machine does weighs on both. -> {kind: [(old, new) tx/s]}."""
+    sessions = {}
+    try:
+        for which, path in nodes.items():
+            log(f"-- {which} node: {path}")
+            sessions[which] = await Session(args, path).open()
+        pairs = {}
+        for i in range(args.pairs):
+            order = ("old", "new") if i % 2 == 0 else ("new", "old")
+            log(f"pair {i + 1}/{args.pairs} ({order[0]} first)")
+            got = {}
+            for which in order:
+                s = sessions[which]
+                turn = {"tick": [await s.tick_burst()], "transfer": [await s.transfer_burst()],
+                        "witness": [], "transfer (32)": []}
+                for _ in range(args.rounds):
+                    witness, transfers = await s.witness_round()
+                    turn["witness"].append(witness)
+                    turn["transfer (32)"].append(transfers)
+                got[which] = turn
+            for kind in got["old"]:  # a turn's tx over its bursts' time
+                pairs.setdefault(kind, []).append(tuple(
+                    sum(b["n"] for b in got[w][kind]) / sum(b["wall"] for b in got[w][kind])
+                    for w in ("old", "new")))
+        for which, s in sessions.items():
+            print(f"\n{which} node")
+            report(s.bench.rows, os.getloadavg()[0], args)
+        return pairs
+    finally:
+        for s in sessions.values():
+            await s.close()
 
 
 def compare(args, parser):
-    """The old node (args.compare) against this tree's, each run `pairs` times per mode."""
+    """The old node (args.compare) against this tree's, in paired bursts per client mode."""
     if args.binary:
         parser.error("--compare builds both nodes: leave out --binary")
     old_sha, old = build_at(args.compare)
@@ -432,46 +510,48 @@ def compare(args, parser):
         sys.exit(f"chain_tps: {e}")
     new_rev = git("describe", "--always", "--dirty", "--abbrev=12")
     log(f"old node: {old_sha[:12]} ({old}); new node: {new_rev} ({new})")
-    runs = {}  # (mode, which) -> [rows per run]
-    for pair in range(args.pairs):
-        for client, batch in MODES:
-            margs = copy.copy(args)
-            margs.client, margs.batch = client, batch
-            order = ("old", "new") if pair % 2 == 0 else ("new", "old")
-            for which in order:
-                log(f"\n== pair {pair + 1}/{args.pairs}, {client} x{batch}: {which} node")
-                rows, load = asyncio.run(run(margs, old if which == "old" else new))
-                report(rows, load, margs)
-                runs.setdefault((f"{client} x{batch}", which), []).append(rows)
     modes, headline = {}, {}
     for client, batch in MODES:
+        margs = copy.copy(args)
+        margs.client, margs.batch = client, batch
         mode = f"{client} x{batch}"
-        rows = {w: merged(runs[(mode, w)]) for w in ("old", "new")}
-        s = {w: {k: summary(rows[w], k) for k in rows[w]} for w in ("old", "new")}
-        kinds = {"tick": "tick", "transfer": "system transfer",
-                 "witness": next(k for k in s["new"] if k.startswith("witness"))}
-        ratios = {f"{name}_tps_new_vs_old": s["new"][k]["tps"] / s["old"][k]["tps"]
-                  for name, k in kinds.items()}
-        ratios.update({f"{name}_node_cpu_per_tx_new_vs_old":
-                       s["new"][k]["node_us"] / s["old"][k]["node_us"]
-                       for name, k in kinds.items()})
-        modes[mode] = {"ratios": ratios, "old": s["old"], "new": s["new"]}
-        for key in ("tick_tps_new_vs_old", "witness_tps_new_vs_old", "transfer_tps_new_vs_old"):
-            headline[key] = round(min(headline.get(key, ratios[key]), ratios[key]), 4)
+        log(f"\n== {mode}")
+        pairs = asyncio.run(paired(margs, {"old": old, "new": new}))
+        kinds = {}
+        for kind, ps in pairs.items():
+            ratios = [n / o for o, n in ps]
+            lo, hi = interval(ratios)
+            kinds[kind] = {"new_vs_old": statistics.median(ratios), "interval_95": [lo, hi],
+                           "slower_in": sum(r < 1 for r in ratios), "pairs": len(ratios),
+                           "old_tps": statistics.median(o for o, _ in ps),
+                           "new_tps": statistics.median(n for _, n in ps),
+                           "ratios": [round(r, 4) for r in ratios]}
+        modes[mode] = kinds
+        for name in ("tick", "witness", "transfer"):
+            k = kinds[name]
+            key = f"{name}_tps_new_vs_old"
+            if key not in headline or k["new_vs_old"] < headline[key]:
+                headline[key] = round(k["new_vs_old"], 4)
+                headline[f"{name}_tps_new_vs_old_low"] = round(k["interval_95"][0], 4)
+                headline[f"{name}_tps_new_vs_old_high"] = round(k["interval_95"][1], 4)
     result = {
         "headline": headline,
-        "what": "tx/s of this tree's psyche-localnet over the old front end's, median over "
-                "bursts, per client mode; the headline holds the lower of the two modes",
+        "what": "tx/s of this tree's psyche-localnet over the old front end's: the median over "
+                "paired turns (one on each node, back to back: a tick burst, a transfer "
+                "burst, --rounds witness rounds with their 32 transfers) of new/old tx/s, with "
+                "a 95 % bootstrap interval of that median, per client mode; the headline holds "
+                "the lower of the two modes (and that mode's interval)",
         "old_front_end_commit": old_sha, "old_built_on": git("rev-parse", "HEAD"),
-        "new": new_rev, "pairs": args.pairs,
-        "ticks": args.ticks, "rounds": args.rounds, "repeat": args.repeat,
-        "concurrency": args.concurrency,
-        "machine": f"{os.cpu_count()} CPUs", "modes": modes,
+        "new": new_rev, "pairs": args.pairs, "ticks": args.ticks, "rounds": args.rounds,
+        "concurrency": args.concurrency, "machine": f"{os.cpu_count()} CPUs", "modes": modes,
     }
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-    print("\nnew / old (median tx/s over bursts; node CPU per transaction):")
-    for mode, m in modes.items():
-        print(f"  {mode}: " + ", ".join(f"{k} {v:.3f}" for k, v in m["ratios"].items()))
+    print("\nnew / old tx/s, median over paired bursts [95 % interval] (pairs where new was "
+          "slower):")
+    for mode, kinds in modes.items():
+        print(f"  {mode}: " + ", ".join(
+            f"{kind} {k['new_vs_old']:.3f} [{k['interval_95'][0]:.3f}-{k['interval_95'][1]:.3f}]"
+            f" ({k['slower_in']}/{k['pairs']})" for kind, k in kinds.items()))
     print(f"headline (lower of the modes): {headline}; written to {RESULTS}")
 
 
@@ -490,7 +570,9 @@ def main():
                    "request (default); httpx: hand-built JSON-RPC requests, --batch per request")
     p.add_argument("--batch", type=int, default=1,
                    help="sendTransaction calls per JSON-RPC request (a batch), httpx only")
-    p.add_argument("--rounds", type=int, default=10, help="witness rounds (default 10)")
+    p.add_argument("--rounds", type=int, default=None,
+                   help="witness rounds (default 10; with --compare, per node and pair, "
+                        "default 4)")
     p.add_argument("--repeat", type=int, default=3,
                    help="tick and transfer bursts, alternating (default 3)")
     p.add_argument("--compare", nargs="?", const=OLD_FRONT_END, metavar="REF",
@@ -498,8 +580,8 @@ def main():
                    "localnet crate on this commit's program), in the same run (default REF: "
                    f"{OLD_FRONT_END}, the last thread-per-connection front end); writes "
                    f"{RESULTS.relative_to(REPO)}")
-    p.add_argument("--pairs", type=int, default=2,
-                   help="--compare: runs of each node per client mode (default 2)")
+    p.add_argument("--pairs", type=int, default=12,
+                   help="--compare: paired bursts of each kind per client mode (default 12)")
     args = p.parse_args()
     # find_binary says when it builds the node (the first time takes minutes)
     logging.basicConfig(format="%(message)s", stream=sys.stdout)
@@ -507,8 +589,10 @@ def main():
     if args.batch != 1 and args.client != "httpx":
         p.error("--batch needs --client httpx")
     if args.compare:
+        args.rounds = 4 if args.rounds is None else args.rounds
         compare(args, p)
         return
+    args.rounds = 10 if args.rounds is None else args.rounds
     rows, load = asyncio.run(run(args, binary(args.binary)))
     report(rows, load, args)
 
