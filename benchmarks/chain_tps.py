@@ -28,8 +28,9 @@ process is sampled per burst (both share the machine).
 --compare [REF] measures this tree's node against one with REF's front end (default: the commit
 before the front end moved to hyper/axum), in the same run: REF's localnet crate over this
 commit's program and core (so that only the front end differs), unpacked and built under
-~/.cache/psyche/chain-tps (once per pair of commits). Per client mode (solana-py one transaction
-per request, httpx batches of 32) both nodes run at once, set up alike, and take --pairs turns:
+~/.cache/psyche/chain-tps (once per REF and state of HEAD's program and workspace). Per client
+mode (solana-py one transaction per request, httpx batches of 32) both nodes run at once, set
+up alike, and take --pairs turns:
 a tick burst, a transfer burst and --rounds witness rounds (each with its 32 transfers; a
 32-transaction burst lasts ~30 ms, too short to compare alone) on one node, then on the other
 (which goes first alternates). Bursts a few seconds apart share whatever else the
@@ -464,14 +465,16 @@ def interval(ratios: list, draws: int = 10000) -> tuple[float, float]:
 
 
 async def paired(args, nodes: dict) -> dict:
-    """Both nodes up at once, set up alike; then --pairs times, for each kind, one burst on
-    each node back to back (which goes first alternates): pairs of bursts a few seconds
-    apart, so whatever else the machine does weighs on both. -> {kind: [(old, new) tx/s]}."""
+    """Both nodes up at once, set up alike; then --pairs times one turn on each node back to
+    back (a tick burst, a transfer burst, --rounds witness rounds; which goes first
+    alternates), so whatever else the machine does weighs on both.
+    -> {kind: [(old, new) tx/s over the turn's bursts of that kind]}."""
     sessions = {}
     try:
         for which, path in nodes.items():
             log(f"-- {which} node: {path}")
-            sessions[which] = await Session(args, path).open()
+            sessions[which] = Session(args, path)  # closed below even if its set-up fails
+            await sessions[which].open()
         pairs = {}
         for i in range(args.pairs):
             order = ("old", "new") if i % 2 == 0 else ("new", "old")
@@ -500,7 +503,7 @@ async def paired(args, nodes: dict) -> dict:
 
 
 def compare(args, parser):
-    """The old node (args.compare) against this tree's, in paired bursts per client mode."""
+    """The old node (args.compare) against this tree's, in paired turns per client mode."""
     if args.binary:
         parser.error("--compare builds both nodes: leave out --binary")
     old_sha, old = build_at(args.compare)
@@ -546,7 +549,7 @@ def compare(args, parser):
         "concurrency": args.concurrency, "machine": f"{os.cpu_count()} CPUs", "modes": modes,
     }
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-    print("\nnew / old tx/s, median over paired bursts [95 % interval] (pairs where new was "
+    print("\nnew / old tx/s, median over paired turns [95 % interval] (pairs where new was "
           "slower):")
     for mode, kinds in modes.items():
         print(f"  {mode}: " + ", ".join(
@@ -581,18 +584,18 @@ def main():
                    f"{OLD_FRONT_END}, the last thread-per-connection front end); writes "
                    f"{RESULTS.relative_to(REPO)}")
     p.add_argument("--pairs", type=int, default=12,
-                   help="--compare: paired bursts of each kind per client mode (default 12)")
+                   help="--compare: paired turns per client mode (default 12)")
     args = p.parse_args()
     # find_binary says when it builds the node (the first time takes minutes)
     logging.basicConfig(format="%(message)s", stream=sys.stdout)
     logging.getLogger("psyche_client.chain.localnet").setLevel(logging.INFO)
     if args.batch != 1 and args.client != "httpx":
         p.error("--batch needs --client httpx")
+    if args.rounds is None:
+        args.rounds = 4 if args.compare else 10
     if args.compare:
-        args.rounds = 4 if args.rounds is None else args.rounds
         compare(args, p)
         return
-    args.rounds = 10 if args.rounds is None else args.rounds
     rows, load = asyncio.run(run(args, binary(args.binary)))
     report(rows, load, args)
 
