@@ -31,7 +31,8 @@ commit's program and core (so that only the front end differs), unpacked and bui
 ~/.cache/psyche/chain-tps (once per REF and state of HEAD's program and workspace). Per client
 mode (solana-py one transaction per request, httpx batches of 32) both nodes run at once, set
 up alike, and take --pairs turns:
-a tick burst, a transfer burst and --rounds witness rounds (each with its 32 transfers; a
+a tick burst, a transfer burst, --serial requests of transfers one at a time (the front end's
+cost per request, which bursts hide) and --rounds witness rounds (each with its 32 transfers; a
 32-transaction burst lasts ~30 ms, too short to compare alone) on one node, then on the other
 (which goes first alternates). Bursts a few seconds apart share whatever else the
 machine does, so the ratio within a pair is steadier than between whole runs (one node alone
@@ -126,9 +127,17 @@ def start(path: Path, funded):
 
 
 def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """CPU time of the process's live threads, in ns steps (schedstat; /proc/PID/stat counts
+    10 ms ticks, as much as a 32-transaction burst takes). A thread that ended takes its time
+    with it: the connections, and so the old node's threads, stay open through a burst."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            pass  # ended meanwhile
+    return total / 1e9
 
 
 class Bench:
@@ -202,14 +211,18 @@ class Bench:
                 out.append(None)
         return out
 
-    async def burst(self, kind: str, txs: list) -> dict:
-        """Sends pre-signed transactions, `batch` per request, one request per lane at a time."""
+    async def burst(self, kind: str, txs: list, one_at_a_time=False) -> dict:
+        """Sends pre-signed transactions, `batch` per request, one request per lane at a time
+        (`one_at_a_time`: each request after the reply to the one before)."""
         latencies, errors = [], []
         chunks = [txs[i:i + self.batch] for i in range(0, len(txs), self.batch)]
         gc.collect()  # not in the middle of a burst: building it left garbage behind
         cpu_node, cpu_me = cpu_seconds(self.pid), time.process_time()
         t0 = time.perf_counter()
-        replies = await asyncio.gather(*(self.send(c, errors, latencies) for c in chunks))
+        if one_at_a_time:
+            replies = [await self.send(c, errors, latencies) for c in chunks]
+        else:
+            replies = await asyncio.gather(*(self.send(c, errors, latencies) for c in chunks))
         sigs = [s for chunk in replies for s in chunk]
         wall = time.perf_counter() - t0
         cpu_node, cpu_me = cpu_seconds(self.pid) - cpu_node, time.process_time() - cpu_me
@@ -348,6 +361,13 @@ class Session:
         h = await self.bench.blockhash()
         return await self.bench.burst("system transfer", self._transfers(self.args.ticks, h))
 
+    async def serial_burst(self) -> dict:
+        """--serial requests of transfers, each sent once the one before is answered: what a
+        lone client waits for per request, where the front end's cost per request shows."""
+        h = await self.bench.blockhash()
+        txs = self._transfers(self.args.serial * self.bench.batch, h)
+        return await self.bench.burst("transfer, one at a time", txs, one_at_a_time=True)
+
     async def witness_round(self) -> tuple[dict, dict]:
         """The round's elected witnesses at once (blooms of all 256 trainers), then a burst of
         as many transfers; ticks (not measured) until the next round trains."""
@@ -466,9 +486,9 @@ def interval(ratios: list, draws: int = 10000) -> tuple[float, float]:
 
 async def paired(args, nodes: dict) -> dict:
     """Both nodes up at once, set up alike; then --pairs times one turn on each node back to
-    back (a tick burst, a transfer burst, --rounds witness rounds; which goes first
-    alternates), so whatever else the machine does weighs on both.
-    -> {kind: [(old, new) tx/s over the turn's bursts of that kind]}."""
+    back (a tick burst, a transfer burst, --serial requests one at a time, --rounds witness
+    rounds; which goes first alternates), so whatever else the machine does weighs on both.
+    -> {kind: [((old tx/s, old node CPU s/tx), (new tx/s, new node CPU s/tx)) per turn]}."""
     sessions = {}
     try:
         for which, path in nodes.items():
@@ -483,15 +503,17 @@ async def paired(args, nodes: dict) -> dict:
             for which in order:
                 s = sessions[which]
                 turn = {"tick": [await s.tick_burst()], "transfer": [await s.transfer_burst()],
+                        "one at a time": [await s.serial_burst()],
                         "witness": [], "transfer (32)": []}
                 for _ in range(args.rounds):
                     witness, transfers = await s.witness_round()
                     turn["witness"].append(witness)
                     turn["transfer (32)"].append(transfers)
                 got[which] = turn
-            for kind in got["old"]:  # a turn's tx over its bursts' time
+            for kind in got["old"]:  # a turn's tx over its bursts' time, node CPU per tx
                 pairs.setdefault(kind, []).append(tuple(
-                    sum(b["n"] for b in got[w][kind]) / sum(b["wall"] for b in got[w][kind])
+                    (sum(b["n"] for b in got[w][kind]) / sum(b["wall"] for b in got[w][kind]),
+                     sum(b["cpu_node"] for b in got[w][kind]) / sum(b["n"] for b in got[w][kind]))
                     for w in ("old", "new")))
         for which, s in sessions.items():
             print(f"\n{which} node")
@@ -522,17 +544,21 @@ def compare(args, parser):
         pairs = asyncio.run(paired(margs, {"old": old, "new": new}))
         kinds = {}
         for kind, ps in pairs.items():
-            ratios = [n / o for o, n in ps]
+            ratios = [n[0] / o[0] for o, n in ps]
+            us = {w: round(statistics.median(p[i][1] for p in ps) * 1e6, 1)
+                  for i, w in enumerate(("old", "new"))}
             lo, hi = interval(ratios)
             kinds[kind] = {"new_vs_old": statistics.median(ratios), "interval_95": [lo, hi],
                            "slower_in": sum(r < 1 for r in ratios), "pairs": len(ratios),
-                           "old_tps": statistics.median(o for o, _ in ps),
-                           "new_tps": statistics.median(n for _, n in ps),
+                           "old_tps": statistics.median(o[0] for o, _ in ps),
+                           "new_tps": statistics.median(n[0] for _, n in ps),
+                           "old_node_us_per_tx": us["old"], "new_node_us_per_tx": us["new"],
                            "ratios": [round(r, 4) for r in ratios]}
         modes[mode] = kinds
-        for name in ("tick", "witness", "transfer"):
+        for name, key in (("tick", "tick"), ("witness", "witness"), ("transfer", "transfer"),
+                          ("one at a time", "one_at_a_time")):
             k = kinds[name]
-            key = f"{name}_tps_new_vs_old"
+            key = f"{key}_tps_new_vs_old"
             if key not in headline or k["new_vs_old"] < headline[key]:
                 headline[key] = round(k["new_vs_old"], 4)
                 headline[f"{name}_tps_new_vs_old_low"] = round(k["interval_95"][0], 4)
@@ -541,11 +567,13 @@ def compare(args, parser):
         "headline": headline,
         "what": "tx/s of this tree's psyche-localnet over the old front end's: the median over "
                 "paired turns (one on each node, back to back: a tick burst, a transfer "
-                "burst, --rounds witness rounds with their 32 transfers) of new/old tx/s, with "
+                "burst, --serial requests of transfers one at a time, --rounds witness rounds "
+                "with their 32 transfers) of new/old tx/s, with "
                 "a 95 % bootstrap interval of that median, per client mode; the headline holds "
                 "the lower of the two modes (and that mode's interval)",
         "old_front_end_commit": old_sha, "old_built_on": git("rev-parse", "HEAD"),
         "new": new_rev, "pairs": args.pairs, "ticks": args.ticks, "rounds": args.rounds,
+        "serial": args.serial,
         "concurrency": args.concurrency, "machine": f"{os.cpu_count()} CPUs", "modes": modes,
     }
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
@@ -554,7 +582,8 @@ def compare(args, parser):
     for mode, kinds in modes.items():
         print(f"  {mode}: " + ", ".join(
             f"{kind} {k['new_vs_old']:.3f} [{k['interval_95'][0]:.3f}-{k['interval_95'][1]:.3f}]"
-            f" ({k['slower_in']}/{k['pairs']})" for kind, k in kinds.items()))
+            f" ({k['slower_in']}/{k['pairs']}; node us/tx {k['old_node_us_per_tx']:.0f} -> "
+            f"{k['new_node_us_per_tx']:.0f})" for kind, k in kinds.items()))
     print(f"headline (lower of the modes): {headline}; written to {RESULTS}")
 
 
@@ -583,6 +612,8 @@ def main():
                    "localnet crate on this commit's program), in the same run (default REF: "
                    f"{OLD_FRONT_END}, the last thread-per-connection front end); writes "
                    f"{RESULTS.relative_to(REPO)}")
+    p.add_argument("--serial", type=int, default=100,
+                   help="--compare: requests per turn sent one at a time (default 100)")
     p.add_argument("--pairs", type=int, default=12,
                    help="--compare: paired turns per client mode (default 12)")
     args = p.parse_args()

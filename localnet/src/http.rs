@@ -1,20 +1,23 @@
 //! The JSON-RPC over HTTP: `POST` with a request or a batch, `GET` (any path) answers `ok` as a
-//! validator's `/health` does. Bodies are bounded. The RPC runs on the worker that read the
+//! validator's `/health` does. Bodies are bounded. The RPC runs on the thread that read the
 //! request: it waits for the chain's lock, which serializes every call anyway, and handing each
 //! call to tokio's blocking pool cost ~50 µs of node CPU per transaction (two thread wake-ups),
 //! 8% of the throughput of one-transaction requests (benchmarks/README.md, `chain_tps`). (Two
 //! servers came before: tiny_http 0.12, whose pool could leave a new connection unserved while
 //! others were kept alive, then a thread per connection over httparse.)
 
+use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::body::{to_bytes, Body};
 use axum::extract::State;
+use axum::handler::Handler;
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::Router;
+use hyper::body::Incoming;
+use hyper::Request;
 use serde_json::Value;
-use tokio::net::TcpListener;
+use tower_service::Service;
 
 use crate::json::error_reply;
 use crate::node::Node;
@@ -25,9 +28,18 @@ pub const MAX_BODY: usize = 4 << 20;
 /// Connections served at once; more wait in the listen backlog.
 const MAX_CONNECTIONS: usize = 1024;
 
-pub async fn serve(listener: TcpListener, node: Arc<Node>) {
-    let app = Router::new().fallback(request).with_state(node);
-    server::serve(listener, app, MAX_CONNECTIONS).await
+/// The JSON-RPC endpoint on `socket`, for the front-end threads to serve. One handler takes
+/// every path, so it is served without a router.
+pub fn listener(
+    socket: std::net::TcpListener,
+    node: Arc<Node>,
+) -> server::Listener<
+    impl Service<Request<Incoming>, Response = Response, Error = Infallible, Future: Send + 'static>
+        + Clone
+        + Send
+        + 'static,
+> {
+    server::Listener::new(socket, request.with_state(node), MAX_CONNECTIONS)
 }
 
 fn json(status: StatusCode, body: String) -> Response {

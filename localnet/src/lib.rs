@@ -17,7 +17,7 @@ pub mod native;
 pub mod node;
 pub mod pubsub;
 pub mod rpc;
-mod server;
+pub mod server;
 pub mod subscriptions;
 
 pub use chain::LocalChain;

@@ -2,7 +2,7 @@
 //! (default 127.0.0.1:8899) and PubSub (default 127.0.0.1:8900).
 
 use clap::Parser;
-use psyche_localnet::{http, node, pubsub, LocalChain};
+use psyche_localnet::{http, node, pubsub, server, LocalChain};
 
 #[derive(Parser)]
 #[command(
@@ -31,8 +31,9 @@ struct Args {
     /// directory, the chain resumes with every transaction it acknowledged.
     #[arg(long, value_name = "DIR")]
     ledger: Option<std::path::PathBuf>,
-    /// Threads serving JSON-RPC and PubSub (0: one per CPU). Every call that touches the chain
-    /// waits for the same lock, so more threads overlap only the parsing and the writing.
+    /// Threads serving JSON-RPC and PubSub (0: one per CPU), each keeping the connections it
+    /// accepted. Every call that touches the chain waits for the same lock, so more threads
+    /// overlap only the parsing and the writing.
     #[arg(long, default_value_t = 0, value_name = "N")]
     rpc_threads: usize,
     /// Run the coordinator program from this SBF ELF under Solana's VM, metered (compute units
@@ -68,24 +69,8 @@ fn main() {
         args.rpc_port + 1
     });
     let rpc_addr = format!("{}:{}", args.bind_address, args.rpc_port);
-    let mut builder = match args.rpc_threads {
-        1 => tokio::runtime::Builder::new_current_thread(),
-        n => {
-            let mut b = tokio::runtime::Builder::new_multi_thread();
-            if n > 1 {
-                b.worker_threads(n);
-            }
-            b
-        }
-    };
-    let runtime = builder
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| fail(format!("cannot start the async runtime: {e}")));
     let listen = |addr: String| {
-        runtime
-            .block_on(tokio::net::TcpListener::bind(&addr))
-            .unwrap_or_else(|e| fail(format!("cannot listen on {addr}: {e}")))
+        server::bind(&addr).unwrap_or_else(|e| fail(format!("cannot listen on {addr}: {e}")))
     };
     let http = listen(rpc_addr);
     let ws = listen(format!("{}:{}", args.bind_address, ws_port));
@@ -126,7 +111,19 @@ fn main() {
     );
     let clock = node.clone();
     std::thread::spawn(move || clock.run_slot_clock());
-    runtime.block_on(async {
-        tokio::join!(pubsub::serve(ws, node.clone()), http::serve(http, node));
-    });
+    let threads = match args.rpc_threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    let (rpc, pubsub) = (
+        http::listener(http, node.clone()),
+        pubsub::listener(ws, node),
+    );
+    server::run(threads, move || {
+        let (rpc, pubsub) = (rpc.clone(), pubsub.clone());
+        async move {
+            tokio::join!(rpc.serve(), pubsub.serve());
+        }
+    })
+    .unwrap_or_else(|e| fail(format!("cannot start the front-end threads: {e}")));
 }

@@ -13,7 +13,6 @@ use axum::response::{IntoResponse, Response};
 use axum::Router;
 use serde_json::{json, Value};
 use solana_signature::Signature;
-use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use crate::json::{self, error_reply, Encoding};
@@ -35,14 +34,15 @@ struct PubSub {
     open: Arc<Semaphore>,
 }
 
-pub async fn serve(listener: TcpListener, node: Arc<Node>) {
+/// The PubSub endpoint on `socket`, for the front-end threads to serve.
+pub fn listener(socket: std::net::TcpListener, node: Arc<Node>) -> server::Listener<Router> {
     let state = Arc::new(PubSub {
         node,
         open: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
     });
     let app = Router::new().fallback(upgrade).with_state(state);
     // The HTTP side bounds only the handshakes: an upgraded connection leaves it.
-    server::serve(listener, app, MAX_CONNECTIONS).await
+    server::Listener::new(socket, app, MAX_CONNECTIONS)
 }
 
 async fn upgrade(State(pubsub): State<Arc<PubSub>>, ws: WebSocketUpgrade) -> Response {

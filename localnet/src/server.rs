@@ -1,14 +1,25 @@
-//! The accept loop both front ends share: hyper's HTTP/1.1 server under an axum router, at most
-//! `limit` connections at once, bounded request heads, keep-alive with an idle limit.
+//! The accept loop both front ends share: hyper's HTTP/1.1 server under an axum handler or
+//! router, at most `limit` connections at once, bounded request heads, keep-alive with an idle
+//! limit; and the threads that run it.
+//!
+//! Each front-end thread is a single-threaded tokio runtime that accepts on the same listening
+//! sockets and keeps the connections it accepted (as actix-web's workers do). On tokio's
+//! work-stealing runtime a request woke one worker and often a second that found nothing to do:
+//! one request at a time, that cost the node ~110 µs more CPU per request than the thread per
+//! connection before it; on these threads (and without a router for the JSON-RPC) ~30 µs
+//! (benchmarks/README.md, `chain_tps`: "one at a time").
 
+use std::convert::Infallible;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
+use axum::response::Response;
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
+use hyper::Request;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 /// Largest request head (request line and headers); a larger one is answered 431.
@@ -19,38 +30,123 @@ const MAX_BUFFER: usize = 128 << 10;
 /// keep-alive connection, or one that stalls inside a head.
 const IDLE: Duration = Duration::from_secs(120);
 
-/// Serves `app` until the process ends. At `limit` open connections the next one waits in the
-/// listen backlog until one closes, so a flood of connections costs a bounded amount of memory.
-pub async fn serve(listener: TcpListener, app: Router, limit: usize) {
-    let open = Arc::new(Semaphore::new(limit));
-    loop {
-        let Ok(permit) = open.clone().acquire_owned().await else {
-            return; // the semaphore is never closed
-        };
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
-            Err(e) => {
-                // Out of file descriptors and the like: wait rather than spin.
-                eprintln!("psyche-localnet: accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        // Replies leave at once, not after a delayed ACK.
-        stream.set_nodelay(true).ok();
-        let service = TowerToHyperService::new(app.clone());
-        tokio::spawn(async move {
-            let connection = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(IDLE)
-                .max_header_size(MAX_HEAD)
-                .max_buf_size(MAX_BUFFER)
-                .title_case_headers(true)
-                .serve_connection(TokioIo::new(stream), service)
-                .with_upgrades();
-            // A client that vanished mid-request is not the node's error.
-            let _ = connection.await;
-            drop(permit);
-        });
+/// Connections that may wait to be accepted (tokio's bind uses the same; std's is 128).
+const BACKLOG: i32 = 1024;
+
+/// Listens on `addr` as tokio's bind does: the first of its addresses that binds, with address
+/// reuse (a restarted node gets its port back at once) and a backlog of `BACKLOG`.
+pub fn bind(addr: &str) -> std::io::Result<std::net::TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let mut last = None;
+    for addr in std::net::ToSocketAddrs::to_socket_addrs(addr)? {
+        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+        socket.set_reuse_address(true)?;
+        match socket
+            .bind(&addr.into())
+            .and_then(|()| socket.listen(BACKLOG))
+        {
+            Ok(()) => return Ok(socket.into()),
+            Err(e) => last = Some(e),
+        }
     }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no address to listen on")))
+}
+
+/// A listening socket and the app behind it (an axum handler or router), shared by every
+/// front-end thread: the connections all of them hold at once are bounded together.
+#[derive(Clone)]
+pub struct Listener<App> {
+    socket: Arc<std::net::TcpListener>,
+    app: App,
+    open: Arc<Semaphore>,
+}
+
+impl<App> Listener<App>
+where
+    App: tower_service::Service<Request<Incoming>, Response = Response, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    App::Future: Send + 'static,
+{
+    pub fn new(socket: std::net::TcpListener, app: App, limit: usize) -> Self {
+        Self {
+            socket: Arc::new(socket),
+            app,
+            open: Arc::new(Semaphore::new(limit)),
+        }
+    }
+
+    /// Serves on the calling thread's runtime until the process ends. At the limit of open
+    /// connections the next one waits in the listen backlog until one closes, so a flood of
+    /// connections costs a bounded amount of memory.
+    pub async fn serve(self) {
+        // Each thread polls its own descriptor of the one socket: a new connection wakes them
+        // all, one accepts it, the others find nothing.
+        let listener = self
+            .socket
+            .try_clone()
+            .and_then(|s| {
+                s.set_nonblocking(true)?;
+                tokio::net::TcpListener::from_std(s)
+            })
+            .unwrap_or_else(|e| panic!("cannot poll the listening socket: {e}"));
+        loop {
+            let Ok(permit) = self.open.clone().acquire_owned().await else {
+                return; // the semaphore is never closed
+            };
+            let stream = match listener.accept().await {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait rather than spin.
+                    eprintln!("psyche-localnet: accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            // Replies leave at once, not after a delayed ACK.
+            stream.set_nodelay(true).ok();
+            let service = TowerToHyperService::new(self.app.clone());
+            tokio::spawn(async move {
+                let connection = http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(IDLE)
+                    .max_header_size(MAX_HEAD)
+                    .max_buf_size(MAX_BUFFER)
+                    .title_case_headers(true)
+                    .serve_connection(TokioIo::new(stream), service)
+                    .with_upgrades();
+                // A client that vanished mid-request is not the node's error.
+                let _ = connection.await;
+                drop(permit);
+            });
+        }
+    }
+}
+
+/// Runs `serve()` on `threads` threads, each a single-threaded runtime, until the process
+/// ends. Fails if a runtime cannot start.
+pub fn run<F, Fut>(threads: usize, serve: F) -> std::io::Result<()>
+where
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()>,
+{
+    let serve = Arc::new(serve);
+    let mut handles = Vec::new();
+    for i in 0..threads.max(1) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let serve = serve.clone();
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("rpc-{i}"))
+                .spawn(move || runtime.block_on(serve()))?,
+        );
+    }
+    for handle in handles {
+        // A thread ends only by a panic, which has been printed; the others go on serving.
+        let _ = handle.join();
+    }
+    Ok(())
 }
