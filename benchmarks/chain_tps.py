@@ -561,8 +561,8 @@ def compare(args, parser):
             key = f"{key}_tps_new_vs_old"
             if key not in headline or k["new_vs_old"] < headline[key]:
                 headline[key] = round(k["new_vs_old"], 4)
-                headline[f"{name}_tps_new_vs_old_low"] = round(k["interval_95"][0], 4)
-                headline[f"{name}_tps_new_vs_old_high"] = round(k["interval_95"][1], 4)
+                headline[f"{key}_low"] = round(k["interval_95"][0], 4)
+                headline[f"{key}_high"] = round(k["interval_95"][1], 4)
     result = {
         "headline": headline,
         "what": "tx/s of this tree's psyche-localnet over the old front end's: the median over "
