@@ -31,10 +31,11 @@ commit's program and core (so that only the front end differs), unpacked and bui
 ~/.cache/psyche/chain-tps (once per REF and state of HEAD's program and workspace). Per client
 mode (solana-py one transaction per request, httpx batches of 32) both nodes run at once, set
 up alike, and take --pairs turns:
-a tick burst, a transfer burst, --serial requests of transfers one at a time (the front end's
-cost per request, which bursts hide) and --rounds witness rounds (each with its 32 transfers; a
+a tick burst, a transfer burst and --rounds witness rounds (each with its 32 transfers; a
 32-transaction burst lasts ~30 ms, too short to compare alone) on one node, then on the other
-(which goes first alternates). Bursts a few seconds apart share whatever else the
+(which goes first alternates); then --serial lone requests of transfers, one on each node in
+turn (the front end's cost per request, which bursts hide; "one at a time", also compared
+request pair by request pair). Bursts a few seconds apart share whatever else the
 machine does, so the ratio within a pair is steadier than between whole runs (one node alone
 moves ±10 % from run to run here). benchmarks/results/chain_tps.json: per kind the median of
 the pairs' new/old tx/s with a 95 % bootstrap interval; the headline holds the lower mode.
@@ -211,18 +212,14 @@ class Bench:
                 out.append(None)
         return out
 
-    async def burst(self, kind: str, txs: list, one_at_a_time=False) -> dict:
-        """Sends pre-signed transactions, `batch` per request, one request per lane at a time
-        (`one_at_a_time`: each request after the reply to the one before)."""
+    async def burst(self, kind: str, txs: list) -> dict:
+        """Sends pre-signed transactions, `batch` per request, one request per lane at a time."""
         latencies, errors = [], []
         chunks = [txs[i:i + self.batch] for i in range(0, len(txs), self.batch)]
         gc.collect()  # not in the middle of a burst: building it left garbage behind
         cpu_node, cpu_me = cpu_seconds(self.pid), time.process_time()
         t0 = time.perf_counter()
-        if one_at_a_time:
-            replies = [await self.send(c, errors, latencies) for c in chunks]
-        else:
-            replies = await asyncio.gather(*(self.send(c, errors, latencies) for c in chunks))
+        replies = await asyncio.gather(*(self.send(c, errors, latencies) for c in chunks))
         sigs = [s for chunk in replies for s in chunk]
         wall = time.perf_counter() - t0
         cpu_node, cpu_me = cpu_seconds(self.pid) - cpu_node, time.process_time() - cpu_me
@@ -361,12 +358,14 @@ class Session:
         h = await self.bench.blockhash()
         return await self.bench.burst("system transfer", self._transfers(self.args.ticks, h))
 
-    async def serial_burst(self) -> dict:
-        """--serial requests of transfers, each sent once the one before is answered: what a
-        lone client waits for per request, where the front end's cost per request shows."""
-        h = await self.bench.blockhash()
-        txs = self._transfers(self.args.serial * self.bench.batch, h)
-        return await self.bench.burst("transfer, one at a time", txs, one_at_a_time=True)
+    async def lone_request(self, h) -> float:
+        """One request of transfers (`batch` of them) with nothing else in flight: its round
+        trip, where the front end's cost per request shows (a burst hides it)."""
+        errors, latency = [], []
+        sigs = await self.bench.send(self._transfers(self.bench.batch, h), errors, latency)
+        if errors or None in sigs:
+            sys.exit(f"a lone request was refused: {errors[:1]}")
+        return latency[0]
 
     async def witness_round(self) -> tuple[dict, dict]:
         """The round's elected witnesses at once (blooms of all 256 trainers), then a burst of
@@ -486,16 +485,17 @@ def interval(ratios: list, draws: int = 10000) -> tuple[float, float]:
 
 async def paired(args, nodes: dict) -> dict:
     """Both nodes up at once, set up alike; then --pairs times one turn on each node back to
-    back (a tick burst, a transfer burst, --serial requests one at a time, --rounds witness
-    rounds; which goes first alternates), so whatever else the machine does weighs on both.
-    -> {kind: [((old tx/s, old node CPU s/tx), (new tx/s, new node CPU s/tx)) per turn]}."""
+    back (a tick burst, a transfer burst, --rounds witness rounds; which goes first
+    alternates), so whatever else the machine does weighs on both; then --serial lone
+    requests on each node in turn. -> ({kind: [((old tx/s, old node CPU s/tx), (new tx/s,
+    new node CPU s/tx)) per pair]}, [old/new round trip per pair of lone requests])."""
     sessions = {}
     try:
         for which, path in nodes.items():
             log(f"-- {which} node: {path}")
             sessions[which] = Session(args, path)  # closed below even if its set-up fails
             await sessions[which].open()
-        pairs = {}
+        pairs, lone = {}, []  # lone: old/new round trip of each pair of lone requests
         for i in range(args.pairs):
             order = ("old", "new") if i % 2 == 0 else ("new", "old")
             log(f"pair {i + 1}/{args.pairs} ({order[0]} first)")
@@ -503,7 +503,6 @@ async def paired(args, nodes: dict) -> dict:
             for which in order:
                 s = sessions[which]
                 turn = {"tick": [await s.tick_burst()], "transfer": [await s.transfer_burst()],
-                        "one at a time": [await s.serial_burst()],
                         "witness": [], "transfer (32)": []}
                 for _ in range(args.rounds):
                     witness, transfers = await s.witness_round()
@@ -515,10 +514,23 @@ async def paired(args, nodes: dict) -> dict:
                     (sum(b["n"] for b in got[w][kind]) / sum(b["wall"] for b in got[w][kind]),
                      sum(b["cpu_node"] for b in got[w][kind]) / sum(b["n"] for b in got[w][kind]))
                     for w in ("old", "new")))
+            # --serial lone requests, old and new in turn (order alternating): each request's
+            # pair is a few ms apart, closer than any burst's
+            hashes = {w: await s.bench.blockhash() for w, s in sessions.items()}
+            cpu = {w: cpu_seconds(s.bench.pid) for w, s in sessions.items()}
+            rtt = {"old": [], "new": []}
+            for k in range(args.serial):
+                for w in (order if k % 2 == 0 else order[::-1]):
+                    rtt[w].append(await sessions[w].lone_request(hashes[w]))
+            n = args.serial * args.batch
+            pairs.setdefault("one at a time", []).append(tuple(
+                (n / sum(rtt[w]), (cpu_seconds(sessions[w].bench.pid) - cpu[w]) / n)
+                for w in ("old", "new")))
+            lone.extend(o / n for o, n in zip(rtt["old"], rtt["new"]))
         for which, s in sessions.items():
             print(f"\n{which} node")
             report(s.bench.rows, os.getloadavg()[0], args)
-        return pairs
+        return pairs, lone
     finally:
         for s in sessions.values():
             await s.close()
@@ -541,23 +553,31 @@ def compare(args, parser):
         margs.client, margs.batch = client, batch
         mode = f"{client} x{batch}"
         log(f"\n== {mode}")
-        pairs = asyncio.run(paired(margs, {"old": old, "new": new}))
+        pairs, lone = asyncio.run(paired(margs, {"old": old, "new": new}))
         kinds = {}
         for kind, ps in pairs.items():
             ratios = [n[0] / o[0] for o, n in ps]
             us = {w: round(statistics.median(p[i][1] for p in ps) * 1e6, 1)
                   for i, w in enumerate(("old", "new"))}
+            cpu = [n[1] / o[1] for o, n in ps]
             lo, hi = interval(ratios)
             kinds[kind] = {"new_vs_old": statistics.median(ratios), "interval_95": [lo, hi],
+                           "node_cpu_per_tx_new_vs_old": round(statistics.median(cpu), 4),
+                           "node_cpu_interval_95": [round(x, 4) for x in interval(cpu)],
                            "slower_in": sum(r < 1 for r in ratios), "pairs": len(ratios),
                            "old_tps": statistics.median(o[0] for o, _ in ps),
                            "new_tps": statistics.median(n[0] for _, n in ps),
                            "old_node_us_per_tx": us["old"], "new_node_us_per_tx": us["new"],
                            "ratios": [round(r, 4) for r in ratios]}
+        lo, hi = interval(lone, draws=2000)
+        kinds["one at a time"]["per_request"] = {
+            "new_vs_old": round(statistics.median(lone), 4), "interval_95": [lo, hi],
+            "slower_in": sum(r < 1 for r in lone), "requests": len(lone)}
         modes[mode] = kinds
         for name, key in (("tick", "tick"), ("witness", "witness"), ("transfer", "transfer"),
                           ("one at a time", "one_at_a_time")):
-            k = kinds[name]
+            # lone requests: compared request pair by request pair
+            k = kinds[name].get("per_request", kinds[name])
             key = f"{key}_tps_new_vs_old"
             if key not in headline or k["new_vs_old"] < headline[key]:
                 headline[key] = round(k["new_vs_old"], 4)
@@ -567,8 +587,8 @@ def compare(args, parser):
         "headline": headline,
         "what": "tx/s of this tree's psyche-localnet over the old front end's: the median over "
                 "paired turns (one on each node, back to back: a tick burst, a transfer "
-                "burst, --serial requests of transfers one at a time, --rounds witness rounds "
-                "with their 32 transfers) of new/old tx/s, with "
+                "burst, --rounds witness rounds with their 32 transfers; then --serial lone "
+                "requests of transfers on each node in turn) of new/old tx/s, with "
                 "a 95 % bootstrap interval of that median, per client mode; the headline holds "
                 "the lower of the two modes (and that mode's interval)",
         "old_front_end_commit": old_sha, "old_built_on": git("rev-parse", "HEAD"),
@@ -583,7 +603,11 @@ def compare(args, parser):
         print(f"  {mode}: " + ", ".join(
             f"{kind} {k['new_vs_old']:.3f} [{k['interval_95'][0]:.3f}-{k['interval_95'][1]:.3f}]"
             f" ({k['slower_in']}/{k['pairs']}; node us/tx {k['old_node_us_per_tx']:.0f} -> "
-            f"{k['new_node_us_per_tx']:.0f})" for kind, k in kinds.items()))
+            f"{k['new_node_us_per_tx']:.0f}, x{k['node_cpu_per_tx_new_vs_old']:.3f})"
+            for kind, k in kinds.items()))
+        r = kinds["one at a time"]["per_request"]
+        print(f"    one at a time, per request: {r['new_vs_old']:.3f} [{r['interval_95'][0]:.3f}"
+              f"-{r['interval_95'][1]:.3f}] ({r['slower_in']}/{r['requests']})")
     print(f"headline (lower of the modes): {headline}; written to {RESULTS}")
 
 
@@ -613,7 +637,8 @@ def main():
                    f"{OLD_FRONT_END}, the last thread-per-connection front end); writes "
                    f"{RESULTS.relative_to(REPO)}")
     p.add_argument("--serial", type=int, default=100,
-                   help="--compare: requests per turn sent one at a time (default 100)")
+                   help="--compare: lone requests per pair and node, old and new in turn "
+                   "(default 100)")
     p.add_argument("--pairs", type=int, default=12,
                    help="--compare: paired turns per client mode (default 12)")
     args = p.parse_args()

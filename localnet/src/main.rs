@@ -32,8 +32,8 @@ struct Args {
     #[arg(long, value_name = "DIR")]
     ledger: Option<std::path::PathBuf>,
     /// Threads serving JSON-RPC and PubSub (0: one per CPU), each keeping the connections it
-    /// accepted. Every call that touches the chain waits for the same lock, so more threads
-    /// overlap only the parsing and the writing.
+    /// accepted (whichever wakes first takes a new one). Every call that touches the chain
+    /// waits for the same lock, so more threads overlap only the parsing and the writing.
     #[arg(long, default_value_t = 0, value_name = "N")]
     rpc_threads: usize,
     /// Run the coordinator program from this SBF ELF under Solana's VM, metered (compute units
@@ -119,11 +119,11 @@ fn main() {
         http::listener(http, node.clone()),
         pubsub::listener(ws, node),
     );
-    server::run(threads, move || {
+    let Err(e) = server::run(threads, move || {
         let (rpc, pubsub) = (rpc.clone(), pubsub.clone());
         async move {
             tokio::join!(rpc.serve(), pubsub.serve());
         }
-    })
-    .unwrap_or_else(|e| fail(format!("cannot start the front-end threads: {e}")));
+    });
+    fail(format!("JSON-RPC and PubSub: {e}"))
 }

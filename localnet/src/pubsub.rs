@@ -63,7 +63,7 @@ async fn connection(mut socket: WebSocket, node: Arc<Node>) {
     loop {
         let reply = tokio::select! {
             request = socket.recv() => match request {
-                // On this worker, as the JSON-RPC calls are (http.rs): a subscription reads
+                // On this thread, as the JSON-RPC calls are (http.rs): a subscription reads
                 // at most a signature's status under the chain's lock.
                 Some(Ok(Message::Text(text))) => handle(&node, &conn, &text),
                 Some(Ok(Message::Close(_))) | None => break,

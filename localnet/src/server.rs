@@ -30,11 +30,12 @@ const MAX_BUFFER: usize = 128 << 10;
 /// keep-alive connection, or one that stalls inside a head.
 const IDLE: Duration = Duration::from_secs(120);
 
-/// Connections that may wait to be accepted (tokio's bind uses the same; std's is 128).
+/// Connections that may wait to be accepted (std's and tokio's bind use 128): a burst of new
+/// connections beyond it would wait for SYN retries, a second or more each.
 const BACKLOG: i32 = 1024;
 
-/// Listens on `addr` as tokio's bind does: the first of its addresses that binds, with address
-/// reuse (a restarted node gets its port back at once) and a backlog of `BACKLOG`.
+/// Listens on `addr` as tokio's bind does, but with a backlog of `BACKLOG`: the first of its
+/// addresses that binds, with address reuse (a restarted node gets its port back at once).
 pub fn bind(addr: &str) -> std::io::Result<std::net::TcpListener> {
     use socket2::{Domain, Socket, Type};
     let mut last = None;
@@ -125,8 +126,8 @@ where
 }
 
 /// Runs `serve()` on `threads` threads, each a single-threaded runtime, until the process
-/// ends. Fails if a runtime cannot start.
-pub fn run<F, Fut>(threads: usize, serve: F) -> std::io::Result<()>
+/// ends. Fails if a runtime cannot start, or once every thread has stopped.
+pub fn run<F, Fut>(threads: usize, serve: F) -> std::io::Result<Infallible>
 where
     F: Fn() -> Fut + Send + Sync + 'static,
     Fut: Future<Output = ()>,
@@ -144,9 +145,10 @@ where
                 .spawn(move || runtime.block_on(serve()))?,
         );
     }
+    // A thread ends only by a panic (printed as it happens); the others go on serving, and
+    // once none is left the node has no front end.
     for handle in handles {
-        // A thread ends only by a panic, which has been printed; the others go on serving.
         let _ = handle.join();
     }
-    Ok(())
+    Err(std::io::Error::other("every front-end thread has stopped"))
 }
