@@ -526,7 +526,7 @@ async def paired(args, nodes: dict) -> dict:
             pairs.setdefault("one at a time", []).append(tuple(
                 (n / sum(rtt[w]), (cpu_seconds(sessions[w].bench.pid) - cpu[w]) / n)
                 for w in ("old", "new")))
-            lone.extend(o / n for o, n in zip(rtt["old"], rtt["new"]))
+            lone.extend(old / new for old, new in zip(rtt["old"], rtt["new"]))
         for which, s in sessions.items():
             print(f"\n{which} node")
             report(s.bench.rows, os.getloadavg()[0], args)
