@@ -7,7 +7,9 @@ concurrent bursts) until the run trains (RoundTrain, 256 participants), then mea
 same client code for every kind (pre-signed solders transactions, skip_preflight, at most
 --concurrency requests in flight, one per HTTP connection; by default solana-py's
 AsyncClient.send_raw_transaction, one transaction per request; --client httpx --batch K:
-hand-built JSON-RPC batches of K):
+hand-built JSON-RPC batches of K; --client rust [--batch K]: the same requests, built
+beforehand and sent by benchmarks/rpc_sender.rs, a few µs of CPU per request where
+Python's clients take more than the node, whose two cores they share):
 
   tick      --ticks ticks signed by the 256 clients in turn (nothing due: the round lasts 1 h);
   witness   --rounds rounds: the round's 32 elected witnesses send their witness (blooms of all
@@ -19,18 +21,19 @@ hand-built JSON-RPC batches of K):
 
 Tick and transfer bursts alternate --repeat times. The node executes a transaction inside
 sendTransaction, so the last reply of a burst is when all of it has landed; landed transactions
-are counted afterwards with getSignatureStatuses (not timed). CPU time of the node and of this
-process is sampled per burst (both share the machine).
+are counted afterwards with getSignatureStatuses (not timed). CPU time of the node and of the
+client (this process, and rpc_sender's threads) is sampled per burst (they share the machine).
 
     python benchmarks/chain_tps.py [--ticks 2000] [--concurrency 32] [--rounds 10] [--repeat 3]
     python benchmarks/chain_tps.py --client httpx --batch 32    # less client, more node
+    python benchmarks/chain_tps.py --client rust                # the node sets the rate
 
 --compare [REF] measures this tree's node against one with REF's front end (default: the commit
 before the front end moved to hyper/axum), in the same run: REF's localnet crate over this
 commit's program and core (so that only the front end differs), unpacked and built under
 ~/.cache/psyche/chain-tps (once per REF and state of HEAD's program and workspace). Per client
-mode (solana-py one transaction per request, httpx batches of 32) both nodes run at once, set
-up alike, and take --pairs turns:
+mode (--modes; default rpc_sender with one and with 32 transactions per request, then
+solana-py) both nodes run at once, set up alike, and take --pairs turns:
 a tick burst, a transfer burst and --rounds witness rounds (each with its 32 transfers; a
 32-transaction burst lasts ~30 ms, too short to compare alone) on one node, then on the other
 (which goes first alternates); then --serial lone requests of transfers, one on each node in
@@ -38,7 +41,9 @@ turn (the front end's cost per request, which bursts hide; "one at a time", also
 request pair by request pair). Bursts a few seconds apart share whatever else the
 machine does, so the ratio within a pair is steadier than between whole runs (one node alone
 moves ±10 % from run to run here). benchmarks/results/chain_tps.json: per kind the median of
-the pairs' new/old tx/s with a 95 % bootstrap interval; the headline holds the lower mode.
+the pairs' new/old tx/s with a 95 % bootstrap interval; the headline holds the lowest of the
+modes whose client took less CPU per transaction than either node (there the node, not the
+client, sets the rate; solana-py's takes ~4x the node's and stays in the modes' figures).
 """
 
 import argparse
@@ -83,8 +88,9 @@ OLD_FRONT_END = "6dba7cd"
 BUILT_FROM_HEAD = ("Cargo.toml", "Cargo.lock", "programs", "patches")
 CACHE = Path.home() / ".cache" / "psyche" / "chain-tps"
 RESULTS = REPO / "benchmarks" / "results" / "chain_tps.json"
-# (client, transactions per request) of --compare
-MODES = [("solana-py", 1), ("httpx", 32)]
+# (client, transactions per request) of --compare: rpc_sender, where the node sets the rate,
+# one and 32 transactions per request; and solana-py's client, what a Python user sees
+MODES = [("rust", 1), ("rust", 32), ("solana-py", 1)]
 SEND = TxOpts(skip_preflight=True, skip_confirmation=True)
 CONFIG = RunConfig(
     warmup_time=600, cooldown_time=10, max_round_train_time=3600, round_witness_time=1,
@@ -145,12 +151,14 @@ class Bench:
     def __init__(self, coord: Coordinator, node_pid: int, args):
         self.coord, self.client, self.pid, self.rpc = coord, coord.client, node_pid, coord.rpc_url
         self.batch, self.raw = args.batch, args.client == "httpx"
+        # --client rust: the lanes are rpc_sender's (opened in open()), Python's none
+        self.sender = Sender(self.rpc, args.concurrency) if args.client == "rust" else None
         # --concurrency lanes, one HTTP connection each with one request in flight, opened one
         # after another (see open()) and never expired
         limits = httpx.Limits(max_connections=1, max_keepalive_connections=1,
                               keepalive_expiry=None)
         self.lanes = []
-        for _ in range(args.concurrency):
+        for _ in range(0 if self.sender else args.concurrency):
             http = httpx.AsyncClient(timeout=60, limits=limits)
             client = AsyncClient(self.rpc, timeout=60)
             client._provider.session = http  # solana-py over that connection
@@ -165,10 +173,18 @@ class Bench:
         for lane in self.lanes:
             await lane[1].get_slot()
             self.free.put_nowait(lane)
+        if self.sender:
+            self.sender.open()
 
     async def close(self):
         for http, _ in self.lanes:
             await http.aclose()
+        if self.sender:
+            self.sender.close()
+
+    def cpu_client(self) -> float:
+        """CPU time of this process, and of rpc_sender's threads with --client rust."""
+        return time.process_time() + (cpu_seconds(self.sender.proc.pid) if self.sender else 0)
 
     async def blockhash(self, other_than=None):
         """The latest blockhash; with `other_than`, waits for the next slot's."""
@@ -186,6 +202,10 @@ class Bench:
     async def send(self, raws: list, errors: list, latencies: list) -> list:
         """Sends transactions in one request on a free lane; their signatures (None: refused
         before landing, e.g. a bad blockhash or a duplicate). Records the round trip."""
+        if self.sender:
+            got = self.sender.send([body(raws)])
+            latencies.extend(got["lat"])
+            return signatures(got["replies"][0], errors)
         http, client = await self.free.get()
         t = time.perf_counter()
         try:
@@ -195,34 +215,30 @@ class Bench:
                 except Exception as e:
                     errors.append(f"{type(e).__name__}: {e}")
                     return [None]
-            calls = [{"jsonrpc": "2.0", "id": i, "method": "sendTransaction",
-                      "params": [base64.b64encode(raw).decode(),
-                                 {"encoding": "base64", "skipPreflight": True}]}
-                     for i, raw in enumerate(raws)]
-            reply = (await http.post(self.rpc, json=calls if len(calls) > 1 else calls[0])).json()
+            reply = (await http.post(self.rpc, content=body(raws),
+                                     headers={"Content-Type": "application/json"})).json()
         finally:
             latencies.append(time.perf_counter() - t)
             self.free.put_nowait((http, client))
-        out = []
-        for r in sorted(reply if isinstance(reply, list) else [reply], key=lambda r: r["id"]):
-            if "result" in r:
-                out.append(Signature.from_string(r["result"]))
-            else:
-                errors.append(r["error"]["message"])
-                out.append(None)
-        return out
+        return signatures(reply, errors)
 
     async def burst(self, kind: str, txs: list) -> dict:
         """Sends pre-signed transactions, `batch` per request, one request per lane at a time."""
         latencies, errors = [], []
         chunks = [txs[i:i + self.batch] for i in range(0, len(txs), self.batch)]
+        bodies = [body(c) for c in chunks] if self.sender else None
         gc.collect()  # not in the middle of a burst: building it left garbage behind
-        cpu_node, cpu_me = cpu_seconds(self.pid), time.process_time()
+        cpu_node, cpu_me = cpu_seconds(self.pid), self.cpu_client()
         t0 = time.perf_counter()
-        replies = await asyncio.gather(*(self.send(c, errors, latencies) for c in chunks))
+        if self.sender:
+            got = self.sender.send(bodies)
+            latencies = got["lat"]
+            replies = [signatures(r, errors) for r in got["replies"]]
+        else:
+            replies = await asyncio.gather(*(self.send(c, errors, latencies) for c in chunks))
         sigs = [s for chunk in replies for s in chunk]
         wall = time.perf_counter() - t0
-        cpu_node, cpu_me = cpu_seconds(self.pid) - cpu_node, time.process_time() - cpu_me
+        cpu_node, cpu_me = cpu_seconds(self.pid) - cpu_node, self.cpu_client() - cpu_me
         sent = [s for s in sigs if s is not None]
         landed = failed = 0
         for i in range(0, len(sent), 256):
@@ -254,6 +270,76 @@ class Bench:
                 if e.name != "AlreadyProcessed":  # the same tick again within one slot
                     raise
             await asyncio.sleep(0.2)
+
+
+def body(raws: list) -> str:
+    """The JSON-RPC request sending these transactions: one call, or a batch of them."""
+    calls = [{"jsonrpc": "2.0", "id": i, "method": "sendTransaction",
+              "params": [base64.b64encode(raw).decode(),
+                         {"encoding": "base64", "skipPreflight": True}]}
+             for i, raw in enumerate(raws)]
+    return json.dumps(calls if len(calls) > 1 else calls[0], separators=(",", ":"))
+
+
+def signatures(reply, errors: list) -> list:
+    """The signatures a sendTransaction reply (or batch) names, in the calls' order; None
+    for each call refused, its message appended to `errors`."""
+    out = []
+    for r in sorted(reply if isinstance(reply, list) else [reply], key=lambda r: r["id"]):
+        if "result" in r:
+            out.append(Signature.from_string(r["result"]))
+        else:
+            errors.append(r["error"]["message"])
+            out.append(None)
+    return out
+
+
+class Sender:
+    """benchmarks/rpc_sender.rs, built with rustc under CACHE (once per version of its
+    source) and run beside the node: `send` hands it a burst of request bodies and returns
+    its report (wall time, round trips, replies)."""
+
+    SOURCE = REPO / "benchmarks" / "rpc_sender.rs"
+
+    def __init__(self, rpc: str, connections: int):
+        self.addr = rpc.split("//", 1)[1].rstrip("/")  # host:port
+        self.connections, self.proc = connections, None
+        self.dir = tempfile.TemporaryDirectory(prefix="chain-tps-")
+
+    @classmethod
+    def binary(cls) -> Path:
+        out = CACHE / f"rpc-sender-{hashlib.sha256(cls.SOURCE.read_bytes()).hexdigest()[:12]}"
+        if not out.exists():
+            CACHE.mkdir(parents=True, exist_ok=True)
+            log(f"building {out} with rustc")
+            tmp = out.with_suffix(".tmp")
+            subprocess.run(["rustc", "--edition", "2021", "-C", "opt-level=3", "-o", str(tmp),
+                            str(cls.SOURCE)], check=True)
+            tmp.rename(out)
+        return out
+
+    def open(self):
+        """Starts it; it opens its connections one after another before saying ready."""
+        self.proc = subprocess.Popen([str(self.binary()), self.addr, str(self.connections)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        if self.proc.stdout.readline().strip() != "ready":
+            sys.exit(f"rpc_sender did not start (exit {self.proc.wait()})")
+
+    def send(self, bodies: list) -> dict:
+        path = Path(self.dir.name) / "burst"
+        path.write_text("\n".join(bodies) + "\n")
+        self.proc.stdin.write(f"{path}\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            sys.exit(f"rpc_sender failed (exit {self.proc.wait()}); its error is above")
+        return json.loads(line)
+
+    def close(self):
+        if self.proc is not None:
+            self.proc.stdin.close()
+            self.proc.wait()
+        self.dir.cleanup()
 
 
 def summary(rows, kind):
@@ -487,8 +573,8 @@ async def paired(args, nodes: dict) -> dict:
     """Both nodes up at once, set up alike; then --pairs times one turn on each node back to
     back (a tick burst, a transfer burst, --rounds witness rounds; which goes first
     alternates), so whatever else the machine does weighs on both; then --serial lone
-    requests on each node in turn. -> ({kind: [((old tx/s, old node CPU s/tx), (new tx/s,
-    new node CPU s/tx)) per pair]}, [old/new round trip per pair of lone requests])."""
+    requests on each node in turn. -> ({kind: [((old tx/s, old node CPU s/tx, client CPU
+    s/tx), (the same of new)) per pair]}, [old/new round trip per pair of lone requests])."""
     sessions = {}
     try:
         for which, path in nodes.items():
@@ -509,23 +595,26 @@ async def paired(args, nodes: dict) -> dict:
                     turn["witness"].append(witness)
                     turn["transfer (32)"].append(transfers)
                 got[which] = turn
-            for kind in got["old"]:  # a turn's tx over its bursts' time, node CPU per tx
+            for kind in got["old"]:  # a turn's tx over its bursts' time, CPU per tx
+                def total(w, key):
+                    return sum(b[key] for b in got[w][kind])
+
                 pairs.setdefault(kind, []).append(tuple(
-                    (sum(b["n"] for b in got[w][kind]) / sum(b["wall"] for b in got[w][kind]),
-                     sum(b["cpu_node"] for b in got[w][kind]) / sum(b["n"] for b in got[w][kind]))
-                    for w in ("old", "new")))
+                    (total(w, "n") / total(w, "wall"), total(w, "cpu_node") / total(w, "n"),
+                     total(w, "cpu_me") / total(w, "n")) for w in ("old", "new")))
             # --serial lone requests, old and new in turn (order alternating): each request's
             # pair is a few ms apart, closer than any burst's
             hashes = {w: await s.bench.blockhash() for w, s in sessions.items()}
-            cpu = {w: cpu_seconds(s.bench.pid) for w, s in sessions.items()}
+            cpu = {w: (cpu_seconds(s.bench.pid), s.bench.cpu_client())
+                   for w, s in sessions.items()}
             rtt = {"old": [], "new": []}
             for k in range(args.serial):
                 for w in (order if k % 2 == 0 else order[::-1]):
                     rtt[w].append(await sessions[w].lone_request(hashes[w]))
             n = args.serial * args.batch
             pairs.setdefault("one at a time", []).append(tuple(
-                (n / sum(rtt[w]), (cpu_seconds(sessions[w].bench.pid) - cpu[w]) / n)
-                for w in ("old", "new")))
+                (n / sum(rtt[w]), (cpu_seconds(sessions[w].bench.pid) - cpu[w][0]) / n,
+                 (sessions[w].bench.cpu_client() - cpu[w][1]) / n) for w in ("old", "new")))
             lone.extend(old / new for old, new in zip(rtt["old"], rtt["new"]))
         for which, s in sessions.items():
             print(f"\n{which} node")
@@ -547,8 +636,8 @@ def compare(args, parser):
         sys.exit(f"chain_tps: {e}")
     new_rev = git("describe", "--always", "--dirty", "--abbrev=12")
     log(f"old node: {old_sha[:12]} ({old}); new node: {new_rev} ({new})")
-    modes, headline = {}, {}
-    for client, batch in MODES:
+    modes, headline, headline_modes = {}, {}, []
+    for client, batch in args.modes:
         margs = copy.copy(args)
         margs.client, margs.batch = client, batch
         mode = f"{client} x{batch}"
@@ -559,6 +648,7 @@ def compare(args, parser):
             ratios = [n[0] / o[0] for o, n in ps]
             us = {w: round(statistics.median(p[i][1] for p in ps) * 1e6, 1)
                   for i, w in enumerate(("old", "new"))}
+            client_us = round(statistics.median(p[i][2] for p in ps for i in (0, 1)) * 1e6, 1)
             cpu = [n[1] / o[1] for o, n in ps]
             lo, hi = interval(ratios)
             kinds[kind] = {"new_vs_old": statistics.median(ratios), "interval_95": [lo, hi],
@@ -568,12 +658,21 @@ def compare(args, parser):
                            "old_tps": statistics.median(o[0] for o, _ in ps),
                            "new_tps": statistics.median(n[0] for _, n in ps),
                            "old_node_us_per_tx": us["old"], "new_node_us_per_tx": us["new"],
+                           "client_us_per_tx": client_us,
                            "ratios": [round(r, 4) for r in ratios]}
         lo, hi = interval(lone, draws=2000)
         kinds["one at a time"]["per_request"] = {
             "new_vs_old": round(statistics.median(lone), 4), "interval_95": [lo, hi],
             "slower_in": sum(r < 1 for r in lone), "requests": len(lone)}
         modes[mode] = kinds
+        # The front end sets a burst's rate only where the client needs less CPU per
+        # transaction than the node: else the client, on the same cores, sets it.
+        node_bound = all(kinds[k]["client_us_per_tx"] < min(kinds[k]["old_node_us_per_tx"],
+                                                           kinds[k]["new_node_us_per_tx"])
+                         for k in ("tick", "witness", "transfer"))
+        if not node_bound:
+            continue
+        headline_modes.append(mode)
         for name, key in (("tick", "tick"), ("witness", "witness"), ("transfer", "transfer"),
                           ("one at a time", "one_at_a_time")):
             # lone requests: compared request pair by request pair
@@ -590,7 +689,11 @@ def compare(args, parser):
                 "burst, --rounds witness rounds with their 32 transfers; then --serial lone "
                 "requests of transfers on each node in turn) of new/old tx/s, with "
                 "a 95 % bootstrap interval of that median, per client mode; the headline holds "
-                "the lower of the two modes (and that mode's interval)",
+                "the lowest of the modes in headline_modes (and that mode's interval): those "
+                "whose client spent less CPU per transaction than either node in tick, "
+                "witness and transfer bursts, so that the node set the rate (the client "
+                "shares the machine's cores)",
+        "headline_modes": headline_modes,
         "old_front_end_commit": old_sha, "old_built_on": git("rev-parse", "HEAD"),
         "new": new_rev, "pairs": args.pairs, "ticks": args.ticks, "rounds": args.rounds,
         "serial": args.serial,
@@ -603,12 +706,30 @@ def compare(args, parser):
         print(f"  {mode}: " + ", ".join(
             f"{kind} {k['new_vs_old']:.3f} [{k['interval_95'][0]:.3f}-{k['interval_95'][1]:.3f}]"
             f" ({k['slower_in']}/{k['pairs']}; node us/tx {k['old_node_us_per_tx']:.0f} -> "
-            f"{k['new_node_us_per_tx']:.0f}, x{k['node_cpu_per_tx_new_vs_old']:.3f})"
+            f"{k['new_node_us_per_tx']:.0f}, x{k['node_cpu_per_tx_new_vs_old']:.3f}; client "
+            f"{k['client_us_per_tx']:.0f})"
             for kind, k in kinds.items()))
         r = kinds["one at a time"]["per_request"]
         print(f"    one at a time, per request: {r['new_vs_old']:.3f} [{r['interval_95'][0]:.3f}"
               f"-{r['interval_95'][1]:.3f}] ({r['slower_in']}/{r['requests']})")
-    print(f"headline (lower of the modes): {headline}; written to {RESULTS}")
+    if not headline:
+        sys.exit(f"no mode left the node setting the rate (client CPU per tx below the "
+                 f"node's): no headline; figures in {RESULTS}")
+    print(f"headline (lowest of {', '.join(headline_modes)}): {headline}; written to {RESULTS}")
+
+
+def modes(text: str) -> list:
+    """--modes: "rust:1,solana-py:1" -> [("rust", 1), ("solana-py", 1)]."""
+    out = []
+    for item in text.split(","):
+        client, _, batch = item.partition(":")
+        if client not in ("solana-py", "httpx", "rust") or not batch.isdigit() or int(batch) < 1:
+            raise argparse.ArgumentTypeError(f"{item!r}: want CLIENT:BATCH, CLIENT one of "
+                                             "solana-py, httpx, rust")
+        if client == "solana-py" and batch != "1":
+            raise argparse.ArgumentTypeError(f"{item!r}: solana-py sends one per request")
+        out.append((client, int(batch)))
+    return out
 
 
 def main():
@@ -621,11 +742,13 @@ def main():
                    help="ticks per tick burst, and transfers per transfer burst (default 2000)")
     p.add_argument("--concurrency", type=int, default=32,
                    help="requests in flight at most, each on its own HTTP connection (default 32)")
-    p.add_argument("--client", choices=["solana-py", "httpx"], default="solana-py",
+    p.add_argument("--client", choices=["solana-py", "httpx", "rust"], default="solana-py",
                    help="solana-py: AsyncClient.send_raw_transaction, one transaction per "
-                   "request (default); httpx: hand-built JSON-RPC requests, --batch per request")
+                   "request (default); httpx: hand-built JSON-RPC requests, --batch per "
+                   "request; rust: the same requests sent by benchmarks/rpc_sender.rs (built "
+                   "with rustc), whose few µs per request leave the node's cores to the node")
     p.add_argument("--batch", type=int, default=1,
-                   help="sendTransaction calls per JSON-RPC request (a batch), httpx only")
+                   help="sendTransaction calls per JSON-RPC request (a batch), httpx and rust")
     p.add_argument("--rounds", type=int, default=None,
                    help="witness rounds (default 10; with --compare, per node and pair, "
                         "default 4)")
@@ -639,14 +762,17 @@ def main():
     p.add_argument("--serial", type=int, default=100,
                    help="--compare: lone requests per pair and node, old and new in turn "
                    "(default 100)")
+    p.add_argument("--modes", type=modes, default=MODES,
+                   help="--compare: client modes, CLIENT:BATCH separated by commas (default "
+                   + ",".join(f"{c}:{b}" for c, b in MODES) + ")")
     p.add_argument("--pairs", type=int, default=12,
                    help="--compare: paired turns per client mode (default 12)")
     args = p.parse_args()
     # find_binary says when it builds the node (the first time takes minutes)
     logging.basicConfig(format="%(message)s", stream=sys.stdout)
     logging.getLogger("psyche_client.chain.localnet").setLevel(logging.INFO)
-    if args.batch != 1 and args.client != "httpx":
-        p.error("--batch needs --client httpx")
+    if args.batch != 1 and args.client == "solana-py":
+        p.error("--batch needs --client httpx or rust")
     if args.rounds is None:
         args.rounds = 4 if args.compare else 10
     if args.compare:

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use axum::body::{to_bytes, Body};
 use axum::extract::State;
 use axum::handler::Handler;
-use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use hyper::body::Incoming;
 use hyper::Request;
@@ -61,16 +61,13 @@ fn too_large(announced: Option<usize>) -> Response {
     reply
 }
 
-async fn request(
-    State(node): State<Arc<Node>>,
-    method: Method,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    if method == Method::GET {
+// The request whole rather than the `HeaderMap` extractor, which clones the headers.
+async fn request(State(node): State<Arc<Node>>, request: Request<Body>) -> Response {
+    if request.method() == Method::GET {
         return "ok".into_response();
     }
-    let announced = headers
+    let announced = request
+        .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok());
@@ -78,7 +75,7 @@ async fn request(
         return too_large(announced);
     }
     // A chunked body has no announced length: it is cut off at the limit instead.
-    let Ok(body) = to_bytes(body, MAX_BODY).await else {
+    let Ok(body) = to_bytes(request.into_body(), MAX_BODY).await else {
         return too_large(None);
     };
     let Ok(text) = std::str::from_utf8(&body) else {

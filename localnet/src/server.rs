@@ -114,7 +114,6 @@ where
                     .header_read_timeout(IDLE)
                     .max_header_size(MAX_HEAD)
                     .max_buf_size(MAX_BUFFER)
-                    .title_case_headers(true)
                     .serve_connection(TokioIo::new(stream), service)
                     .with_upgrades();
                 // A client that vanished mid-request is not the node's error.
