@@ -12,9 +12,12 @@
 //! line on stdin, the path of a file with one request body per line, sends them all (the
 //! connections take the next body as they get free) and prints one line of JSON:
 //! `{"wall": s, "lat": [s per request], "replies": [reply bodies, in the file's order]}`.
-//! Std only, built by chain_tps.py with rustc (no crate, so no lockfile to change).
+//! A connection the node closed while it sat idle (both front ends close one after 120 s) is
+//! opened again and the request sent again: the node never read it. Any other failure ends
+//! the sender with the reason on stderr. Std only, built by chain_tps.py with rustc (no
+//! crate, so no lockfile to change).
 
-use std::io::{BufRead, Read, Write};
+use std::io::{BufRead, ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
@@ -30,26 +33,56 @@ struct Burst {
 /// (index, round trip, reply body) of one request, or why the connection failed.
 type Done = Result<(usize, Duration, String), String>;
 
+/// Why a request failed: the connection was found closed before any byte of the reply
+/// (the node had closed it, so it never read the request), or anything else.
+enum Failure {
+    Closed,
+    Other(String),
+}
+
 struct Connection {
     stream: TcpStream,
     host: String,
     /// Bytes read past the last reply (none with one request in flight, but kept anyway).
     buf: Vec<u8>,
+    /// Where each read lands, allocated once.
+    chunk: Vec<u8>,
+}
+
+fn connect(addr: &str) -> std::io::Result<TcpStream> {
+    let stream = TcpStream::connect(addr)?;
+    stream.set_nodelay(true)?;
+    stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+    Ok(stream)
 }
 
 impl Connection {
     fn open(addr: &str) -> std::io::Result<Self> {
-        let stream = TcpStream::connect(addr)?;
-        stream.set_nodelay(true)?;
-        stream.set_read_timeout(Some(Duration::from_secs(60)))?;
         Ok(Self {
-            stream,
+            stream: connect(addr)?,
             host: addr.to_string(),
             buf: Vec::with_capacity(64 << 10),
+            chunk: vec![0; 64 << 10],
         })
     }
 
+    /// The reply to `body`, on a new connection if the node had closed this one.
     fn request(&mut self, body: &str) -> Result<String, String> {
+        match self.exchange(body) {
+            Ok(reply) => Ok(reply),
+            Err(Failure::Closed) => {
+                self.stream = connect(&self.host).map_err(|e| format!("reconnect: {e}"))?;
+                self.buf.clear();
+                self.exchange(body).map_err(|f| match f {
+                    Failure::Closed => "the node closed a new connection unanswered".into(),
+                    Failure::Other(e) => e,
+                })
+            }
+            Err(Failure::Other(e)) => Err(e),
+        }
+    }
+
+    fn exchange(&mut self, body: &str) -> Result<String, Failure> {
         let head = format!(
             "POST / HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
              Content-Length: {}\r\n\r\n",
@@ -59,19 +92,29 @@ impl Connection {
         let mut out = Vec::with_capacity(head.len() + body.len());
         out.extend_from_slice(head.as_bytes());
         out.extend_from_slice(body.as_bytes());
-        self.stream
-            .write_all(&out)
-            .map_err(|e| format!("send: {e}"))?;
+        if let Err(e) = self.stream.write_all(&out) {
+            return Err(match e.kind() {
+                ErrorKind::BrokenPipe | ErrorKind::ConnectionReset => Failure::Closed,
+                _ => Failure::Other(format!("send: {e}")),
+            });
+        }
         self.reply()
     }
 
-    /// The next reply's body; its status must be 200 and its length announced.
-    fn reply(&mut self) -> Result<String, String> {
+    /// The next reply's body; its status must be 200, its length announced and its body JSON.
+    fn reply(&mut self) -> Result<String, Failure> {
         let end = loop {
             if let Some(i) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
                 break i + 4;
             }
-            self.fill()?;
+            if let Err(e) = self.fill() {
+                // nothing of a reply yet: the node closed the connection before reading
+                return Err(if self.buf.is_empty() && e.is_none() {
+                    Failure::Closed
+                } else {
+                    Failure::Other(e.unwrap_or_else(|| "the node closed the connection".into()))
+                });
+            }
         };
         let head = String::from_utf8_lossy(&self.buf[..end]).to_string();
         let status = head.split(' ').nth(1).unwrap_or("");
@@ -84,29 +127,40 @@ impl Connection {
                 length = value.trim().parse::<usize>().ok();
             }
         }
-        let Some(length) = length else {
-            return Err(format!("a reply without Content-Length: {head:?}"));
-        };
-        while self.buf.len() < end + length {
-            self.fill()?;
+        let fail = |e: String| Failure::Other(e);
+        let total = length
+            .filter(|n| *n <= 1 << 30)
+            .map(|n| end + n)
+            .ok_or_else(|| fail(format!("a reply without a usable Content-Length: {head:?}")))?;
+        while self.buf.len() < total {
+            self.fill().map_err(|e| {
+                fail(e.unwrap_or_else(|| "the node closed the connection mid-reply".into()))
+            })?;
         }
-        let body = String::from_utf8_lossy(&self.buf[end..end + length]).to_string();
-        self.buf.drain(..end + length);
+        let body = String::from_utf8_lossy(&self.buf[end..total]).to_string();
+        self.buf.drain(..total);
         if status != "200" {
-            return Err(format!("HTTP {status}: {body}"));
+            return Err(fail(format!("HTTP {status}: {body}")));
+        }
+        // pasted into the report line as it is, so it must be one JSON value on one line
+        if !(body.starts_with('{') || body.starts_with('[')) || body.contains('\n') {
+            return Err(fail(format!(
+                "a reply that is not one line of JSON: {body:?}"
+            )));
         }
         Ok(body)
     }
 
-    fn fill(&mut self) -> Result<(), String> {
-        let mut chunk = [0u8; 64 << 10];
-        match self.stream.read(&mut chunk) {
-            Ok(0) => Err("the node closed the connection".into()),
+    /// Reads what has arrived; Err(None) when the node closed the connection (or reset it).
+    fn fill(&mut self) -> Result<(), Option<String>> {
+        match self.stream.read(&mut self.chunk) {
+            Ok(0) => Err(None),
             Ok(n) => {
-                self.buf.extend_from_slice(&chunk[..n]);
+                self.buf.extend_from_slice(&self.chunk[..n]);
                 Ok(())
             }
-            Err(e) => Err(format!("receive: {e}")),
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => Err(None),
+            Err(e) => Err(Some(format!("receive: {e}"))),
         }
     }
 }
@@ -148,6 +202,8 @@ fn main() {
         thread::spawn(move || serve(conn, jobs, done_tx));
         lanes.push(job_tx);
     }
+    // Only the connections' threads send results: if every one of them ended, recv says so.
+    drop(done_tx);
     println!("ready");
     for line in std::io::stdin().lock().lines() {
         let path = line.expect("stdin");
