@@ -30,6 +30,9 @@ const MAX_BUFFER: usize = 128 << 10;
 /// keep-alive connection, or one that stalls inside a head.
 const IDLE: Duration = Duration::from_secs(120);
 
+/// How long a front-end thread waits after a failed accept (out of file descriptors).
+const ACCEPT_RETRY: Duration = Duration::from_millis(50);
+
 /// Connections that may wait to be accepted (std's and tokio's bind use 128): a burst of new
 /// connections beyond it would wait for SYN retries, a second or more each.
 const BACKLOG: i32 = 1024;
@@ -92,16 +95,31 @@ where
                 tokio::net::TcpListener::from_std(s)
             })
             .unwrap_or_else(|e| panic!("cannot poll the listening socket: {e}"));
+        // Failed accepts since the last one that worked: (when the first failed, how many).
+        let mut failing: Option<(std::time::Instant, u64)> = None;
         loop {
             let Ok(permit) = self.open.clone().acquire_owned().await else {
                 return; // the semaphore is never closed
             };
             let stream = match listener.accept().await {
-                Ok((stream, _)) => stream,
+                Ok((stream, _)) => {
+                    if let Some((since, n)) = failing.take() {
+                        eprintln!(
+                            "psyche-localnet: accepting again after {n} failed accepts in {:.1} s",
+                            since.elapsed().as_secs_f64()
+                        );
+                    }
+                    stream
+                }
                 Err(e) => {
-                    // Out of file descriptors and the like: wait rather than spin.
-                    eprintln!("psyche-localnet: accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    // Out of file descriptors and the like: wait rather than spin, and say so
+                    // once, not every 50 ms (the connection waits in the backlog meanwhile).
+                    let (_, n) = failing.get_or_insert_with(|| {
+                        eprintln!("psyche-localnet: accept failed: {e}; retrying every 50 ms");
+                        (std::time::Instant::now(), 0)
+                    });
+                    *n += 1;
+                    tokio::time::sleep(ACCEPT_RETRY).await;
                     continue;
                 }
             };

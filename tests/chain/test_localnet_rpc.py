@@ -3,10 +3,15 @@ HTTP server could leave some unserved while others were kept alive), batches, ba
 
 import asyncio
 import json
+import os
+import resource
 import socket
+import time
 
 import httpx
 import pytest
+
+from .localnet import start_localnet
 
 pytestmark = pytest.mark.slow
 
@@ -283,3 +288,50 @@ def test_64_connections_with_valid_malformed_and_oversized_requests(localnet):
         assert outcomes.count("served") == 48 and outcomes.count("refused") == 16
     grown = rss_mib() - before
     assert grown < 64, f"the node grew by {grown:.0f} MiB over 192 connections"
+
+
+def test_out_of_descriptors_the_node_waits_says_so_once_and_serves_again():
+    """With the node's descriptor limit reached, a new connection waits in the listen backlog:
+    each front-end thread says once that accepting fails (not every 50 ms while it retries),
+    the connections it holds are still answered, and as they close the waiting ones are
+    served."""
+    def rpc(i):
+        return json.dumps({"jsonrpc": "2.0", "id": i, "method": "getSlot"}).encode()
+
+    with start_localnet() as net:
+        pid = net.process.pid
+        host, port = address(net)
+        httpx.post(net.rpc_url, json={"jsonrpc": "2.0", "id": 0, "method": "getSlot"})
+        time.sleep(0.2)  # the front-end threads' own descriptors are open by now
+        limit = len(os.listdir(f"/proc/{pid}/fd")) + 4  # room for about 4 connections
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (limit, limit))
+
+        async def go():
+            conns = [await asyncio.open_connection(host, port) for _ in range(12)]
+            asked = [asyncio.ensure_future(exchange(*conn, rpc(i)))
+                     for i, conn in enumerate(conns)]
+            await asyncio.sleep(1.0)  # ~20 retries per front-end thread
+            served = [i for i, a in enumerate(asked) if a.done()]
+            assert 0 < len(served) < len(conns), f"{len(served)} of {len(conns)} served"
+            failed = [line for line in net.output if "accept failed" in line]
+            assert 1 <= len(failed) <= os.cpu_count(), failed
+            # a connection it holds is still served
+            assert (await exchange(*conns[served[0]], rpc(99)))[1]["result"] >= 0
+            # each connection closes once answered, making room for a waiting one
+            for i in served:
+                conns[i][1].close()
+            waiting = {asked[i]: i for i in range(len(conns)) if i not in served}
+            while waiting:
+                done, _ = await asyncio.wait(waiting, timeout=30,
+                                             return_when=asyncio.FIRST_COMPLETED)
+                assert done, f"{len(waiting)} connections never served"
+                for a in done:
+                    conns[waiting.pop(a)][1].close()
+            return [a.result() for a in asked]
+
+        replies = asyncio.run(go())
+        assert all(reply["result"] >= 0 for _, reply, _ in replies)
+        deadline = time.monotonic() + 5
+        while not any("accepting again" in line for line in net.output):
+            assert time.monotonic() < deadline, list(net.output)[-5:]
+            time.sleep(0.05)
