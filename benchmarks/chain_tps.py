@@ -625,15 +625,15 @@ async def paired(args, nodes: dict) -> dict:
             # --serial lone requests, old and new in turn (order alternating): each request's
             # pair is a few ms apart, closer than any burst's
             hashes = {w: await s.bench.blockhash() for w, s in sessions.items()}
-            got = {"old": [], "new": []}  # (round trip, node CPU, client CPU) per request
+            each = {"old": [], "new": []}  # (round trip, node CPU, client CPU) per request
             for k in range(args.serial):
                 for w in (order if k % 2 == 0 else order[::-1]):
-                    got[w].append(await sessions[w].lone_request(hashes[w]))
+                    each[w].append(await sessions[w].lone_request(hashes[w]))
             n = args.serial * args.batch
             pairs.setdefault("one at a time", []).append(tuple(
-                (n / sum(r[0] for r in got[w]), sum(r[1] for r in got[w]) / n,
-                 sum(r[2] for r in got[w]) / n) for w in ("old", "new")))
-            lone.extend(old[0] / new[0] for old, new in zip(got["old"], got["new"]))
+                (n / sum(r[0] for r in each[w]), sum(r[1] for r in each[w]) / n,
+                 sum(r[2] for r in each[w]) / n) for w in ("old", "new")))
+            lone.extend(old[0] / new[0] for old, new in zip(each["old"], each["new"]))
         for which, s in sessions.items():
             print(f"\n{which} node")
             report(s.bench.rows, os.getloadavg()[0], args)
