@@ -115,7 +115,8 @@ where
                     // Out of file descriptors and the like: wait rather than spin, and say so
                     // once, not every 50 ms (the connection waits in the backlog meanwhile).
                     let (_, n) = failing.get_or_insert_with(|| {
-                        eprintln!("psyche-localnet: accept failed: {e}; retrying every 50 ms");
+                        let every = ACCEPT_RETRY.as_millis();
+                        eprintln!("psyche-localnet: accept failed: {e}; retrying every {every} ms");
                         (std::time::Instant::now(), 0)
                     });
                     *n += 1;

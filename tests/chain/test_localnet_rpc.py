@@ -34,6 +34,11 @@ async def exchange(reader, writer, body: bytes, length=None):
     return status, json.loads(await reader.readexactly(size)), lines
 
 
+def rpc(method: str, i: int) -> bytes:
+    """A JSON-RPC request without parameters."""
+    return json.dumps({"jsonrpc": "2.0", "id": i, "method": method}).encode()
+
+
 def until_closed(localnet, data: bytes) -> bytes:
     """Sends raw bytes on a new connection; all the node answers before it closes it."""
     with socket.create_connection(address(localnet), timeout=30) as s:
@@ -257,9 +262,6 @@ def test_64_connections_with_valid_malformed_and_oversized_requests(localnet):
             kib = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
         return kib / 1024
 
-    def rpc(method, i):
-        return json.dumps({"jsonrpc": "2.0", "id": i, "method": method}).encode()
-
     async def one(i):
         reader, writer = await asyncio.open_connection(host, port)
         try:
@@ -295,9 +297,6 @@ def test_out_of_descriptors_the_node_waits_says_so_once_and_serves_again():
     each front-end thread says once that accepting fails (not every 50 ms while it retries),
     the connections it holds are still answered, and as they close the waiting ones are
     served."""
-    def rpc(i):
-        return json.dumps({"jsonrpc": "2.0", "id": i, "method": "getSlot"}).encode()
-
     with start_localnet() as net:
         pid = net.process.pid
         host, port = address(net)
@@ -308,7 +307,7 @@ def test_out_of_descriptors_the_node_waits_says_so_once_and_serves_again():
 
         async def go():
             conns = [await asyncio.open_connection(host, port) for _ in range(12)]
-            asked = [asyncio.ensure_future(exchange(*conn, rpc(i)))
+            asked = [asyncio.ensure_future(exchange(*conn, rpc("getSlot", i)))
                      for i, conn in enumerate(conns)]
             await asyncio.sleep(1.0)  # ~20 retries per front-end thread
             served = [i for i, a in enumerate(asked) if a.done()]
@@ -316,7 +315,7 @@ def test_out_of_descriptors_the_node_waits_says_so_once_and_serves_again():
             failed = [line for line in net.output if "accept failed" in line]
             assert 1 <= len(failed) <= os.cpu_count(), failed
             # a connection it holds is still served
-            assert (await exchange(*conns[served[0]], rpc(99)))[1]["result"] >= 0
+            assert (await exchange(*conns[served[0]], rpc("getSlot", 99)))[1]["result"] >= 0
             # each connection closes once answered, making room for a waiting one
             for i in served:
                 conns[i][1].close()
