@@ -311,10 +311,14 @@ impl LocalChain {
     /// Checks a transaction as a validator's front door does before executing it (the
     /// blockhash too unless a simulation replaces it).
     fn admit(&self, tx: &VersionedTransaction, blockhash: bool) -> Result<(), TransactionError> {
+        // before anything reads the first signature (a simulation without any panicked here)
+        let Some(first) = tx.signatures.first() else {
+            return Err(TransactionError::SanitizeFailure);
+        };
         if blockhash && !self.is_blockhash_valid(tx.message.recent_blockhash()) {
             return Err(TransactionError::BlockhashNotFound);
         }
-        if self.records.contains_key(&tx.signatures[0]) {
+        if self.records.contains_key(first) {
             return Err(TransactionError::AlreadyProcessed);
         }
         Ok(())
@@ -335,10 +339,24 @@ impl LocalChain {
                 meta: Default::default(),
             });
         }
+        let bank_checks = self.svm.get_sigverify();
         set_sigverify(&mut self.svm, checks.signatures);
         let result = self.svm.simulate_transaction(tx).map(|info| info.meta);
-        set_sigverify(&mut self.svm, true);
+        set_sigverify(&mut self.svm, bank_checks);
         result
+    }
+
+    /// Simulates a transaction whose signatures were verified already: the bank skips them.
+    pub fn simulate_verified(
+        &mut self,
+        tx: Verified,
+        blockhash: bool,
+    ) -> Result<TransactionMetadata, FailedTransactionMetadata> {
+        let checks = SimulationChecks {
+            signatures: false,
+            blockhash,
+        };
+        self.simulate(tx.0, checks)
     }
 
     /// Executes and commits. A transaction that fails after its signatures and blockhash were
@@ -347,12 +365,22 @@ impl LocalChain {
         &mut self,
         tx: VersionedTransaction,
     ) -> Result<TransactionMetadata, FailedTransactionMetadata> {
-        if tx.signatures.is_empty() {
-            return Err(FailedTransactionMetadata {
-                err: TransactionError::SanitizeFailure,
-                meta: Default::default(),
-            });
-        }
+        self.execute(tx, true)
+    }
+
+    /// `send` for a transaction whose signatures were verified already: the bank skips them.
+    pub fn send_verified(
+        &mut self,
+        tx: Verified,
+    ) -> Result<TransactionMetadata, FailedTransactionMetadata> {
+        self.execute(tx.0, false)
+    }
+
+    fn execute(
+        &mut self,
+        tx: VersionedTransaction,
+        signatures: bool,
+    ) -> Result<TransactionMetadata, FailedTransactionMetadata> {
         if let Err(err) = self.admit(&tx, true) {
             return Err(FailedTransactionMetadata {
                 err,
@@ -373,7 +401,11 @@ impl LocalChain {
                 .collect()
         };
         let pre_balances = balances(&self.svm);
+        // (a test's bank may have its own check off: it stays so)
+        let bank_checks = self.svm.get_sigverify();
+        set_sigverify(&mut self.svm, bank_checks && signatures);
         let result = self.svm.send_transaction(tx.clone());
+        set_sigverify(&mut self.svm, bank_checks);
         // Errors found before execution (bad signature, unknown account) do not land.
         let landed = self.svm.get_transaction(&sig).is_some();
         if landed {
@@ -442,6 +474,37 @@ impl LocalChain {
             }
             Err(f) => Err(f.err),
         }
+    }
+}
+
+/// A transaction whose signatures all verified. The RPC checks them before it takes the
+/// chain's lock, so that the front-end threads verify in parallel while one of them executes
+/// (a validator's sigverify stage runs ahead of its bank the same way); the bank then skips
+/// its own check, which was half of a transfer's CPU under the lock.
+#[derive(Clone)]
+pub struct Verified(VersionedTransaction);
+
+/// A transaction after `Verified::check`: verified, or given back for the bank to check.
+pub type Checked = Result<Verified, VersionedTransaction>;
+
+impl Verified {
+    /// The transaction back when a signature fails or their number is not the one its message
+    /// requires: the bank checks it itself then, so it fails as it always did, with the bank's
+    /// error (a malformed transaction's sanitize error comes before a bad signature's).
+    pub fn check(tx: VersionedTransaction) -> Checked {
+        let required = usize::from(tx.message.header().num_required_signatures);
+        let verified = required > 0
+            && tx.signatures.len() == required
+            && tx.verify_with_results().into_iter().all(|ok| ok);
+        if verified {
+            Ok(Self(tx))
+        } else {
+            Err(tx)
+        }
+    }
+
+    pub fn transaction(&self) -> &VersionedTransaction {
+        &self.0
     }
 }
 

@@ -10,6 +10,8 @@
 //! - `ledger`: a chain reopened from its ledger.
 //! - `program_accounts`: `getProgramAccounts` lists a run's contributor accounts.
 //! - `sbf_probe`: the SBF build's i128 helpers under the VM, over 0 to 256 calls.
+//! - `signatures`: signatures verified before the chain's lock end every transaction as the
+//!   bank's own check did.
 //! - `runtime_smoke`: a run created, started, joined and ticked.
 
 mod compute_units;
@@ -38,4 +40,5 @@ mod negative_witness;
 mod program_accounts;
 mod runtime_smoke;
 mod sbf_probe;
+mod signatures;
 mod vectors;
