@@ -48,16 +48,18 @@ pub fn handle_body(node: &Node, body: &str) -> String {
     }
 }
 
-/// Transactions a thread verifies at least before the batch's verification is spread over
-/// more threads (starting one costs about a third of a verification).
+/// Transactions a thread verifies at least when a batch's are spread over threads (handing
+/// work to another thread costs a fraction of one verification).
 const PER_THREAD: usize = 4;
 
 /// The transaction of each `sendTransaction` in a batch, decoded and its signatures checked
-/// before any runs, on as many threads as the machine has cores: a batch is one request, and
-/// on its own thread its transactions' signatures would be verified one after another (a
-/// validator's sigverify stage also verifies a batch of packets in parallel). `None` for every
-/// other request and for one that does not decode: its handler answers it as it would alone.
+/// before any runs, on every core (rayon's pool, whose threads live as long as the node): a
+/// batch is one request, and on its own thread its transactions' signatures would be verified
+/// one after another (a validator's sigverify stage also verifies a batch of packets in
+/// parallel). `None` for every other request and for one that does not decode: its handler
+/// answers it as it would alone.
 fn check_batch(batch: &[Value]) -> Vec<Option<Checked>> {
+    use rayon::prelude::*;
     let decoded: Vec<Option<VersionedTransaction>> = batch
         .iter()
         .map(|r| {
@@ -65,38 +67,15 @@ fn check_batch(batch: &[Value]) -> Vec<Option<Checked>> {
             sends.then(|| sent_transaction(r.get("params")?).ok())?
         })
         .collect();
-    let check = |part: Vec<Option<VersionedTransaction>>| -> Vec<Option<Checked>> {
-        part.into_iter().map(|tx| tx.map(Verified::check)).collect()
-    };
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let threads = (decoded.iter().flatten().count() / PER_THREAD).clamp(1, cores);
-    if threads == 1 {
-        return check(decoded);
+    let check = |tx: Option<VersionedTransaction>| tx.map(Verified::check);
+    if decoded.iter().flatten().count() < 2 * PER_THREAD {
+        return decoded.into_iter().map(check).collect();
     }
-    // consecutive parts with about as many requests each, the first on this thread
-    let mut parts = Vec::with_capacity(threads);
-    let mut rest = decoded;
-    let size = rest.len().div_ceil(threads);
-    while rest.len() > size {
-        let tail = rest.split_off(size);
-        parts.push(std::mem::replace(&mut rest, tail));
-    }
-    parts.push(rest);
-    std::thread::scope(|scope| {
-        let mut parts = parts.into_iter();
-        let first = parts.next().unwrap_or_default();
-        let helpers: Vec<_> = parts.map(|part| scope.spawn(move || check(part))).collect();
-        let mut checked = check(first);
-        for helper in helpers {
-            // (a verification does not panic; if one did, so does this request)
-            checked.extend(
-                helper
-                    .join()
-                    .unwrap_or_else(|p| std::panic::resume_unwind(p)),
-            );
-        }
-        checked
-    })
+    decoded
+        .into_par_iter()
+        .with_min_len(PER_THREAD)
+        .map(check)
+        .collect()
 }
 
 /// The transaction of a `sendTransaction`'s params (the transaction, then its config).
