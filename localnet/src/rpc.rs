@@ -52,8 +52,8 @@ pub fn handle_body(node: &Node, body: &str) -> String {
 /// work to another thread costs a fraction of one verification).
 const PER_THREAD: usize = 4;
 
-/// The transaction of each `sendTransaction` in a batch, decoded and its signatures checked
-/// before any runs, on every core (rayon's pool, whose threads live as long as the node): a
+/// The transaction of each `sendTransaction` in a batch, decoded, then its signatures checked
+/// on every core (rayon's pool, whose threads live as long as the node), before any runs: a
 /// batch is one request, and on its own thread its transactions' signatures would be verified
 /// one after another (a validator's sigverify stage also verifies a batch of packets in
 /// parallel). `None` for every other request and for one that does not decode: its handler
