@@ -339,24 +339,22 @@ impl LocalChain {
                 meta: Default::default(),
             });
         }
-        let bank_checks = self.svm.get_sigverify();
-        set_sigverify(&mut self.svm, checks.signatures);
-        let result = self.svm.simulate_transaction(tx).map(|info| info.meta);
-        set_sigverify(&mut self.svm, bank_checks);
-        result
+        with_sigverify(&mut self.svm, checks.signatures, |svm| {
+            svm.simulate_transaction(tx).map(|info| info.meta)
+        })
     }
 
-    /// Simulates a transaction whose signatures were verified already: the bank skips them.
-    pub fn simulate_verified(
+    /// `simulate` with the signatures checked only if `Checked::verify` could not verify them.
+    pub fn simulate_checked(
         &mut self,
-        tx: Verified,
+        tx: Checked,
         blockhash: bool,
     ) -> Result<TransactionMetadata, FailedTransactionMetadata> {
         let checks = SimulationChecks {
-            signatures: false,
+            signatures: !tx.verified,
             blockhash,
         };
-        self.simulate(tx.0, checks)
+        self.simulate(tx.tx, checks)
     }
 
     /// Executes and commits. A transaction that fails after its signatures and blockhash were
@@ -368,12 +366,12 @@ impl LocalChain {
         self.execute(tx, true)
     }
 
-    /// `send` for a transaction whose signatures were verified already: the bank skips them.
-    pub fn send_verified(
+    /// `send` with the signatures checked only if `Checked::verify` could not verify them.
+    pub fn send_checked(
         &mut self,
-        tx: Verified,
+        tx: Checked,
     ) -> Result<TransactionMetadata, FailedTransactionMetadata> {
-        self.execute(tx.0, false)
+        self.execute(tx.tx, !tx.verified)
     }
 
     fn execute(
@@ -402,10 +400,8 @@ impl LocalChain {
         };
         let pre_balances = balances(&self.svm);
         // (a test's bank may have its own check off: it stays so)
-        let bank_checks = self.svm.get_sigverify();
-        set_sigverify(&mut self.svm, bank_checks && signatures);
-        let result = self.svm.send_transaction(tx.clone());
-        set_sigverify(&mut self.svm, bank_checks);
+        let on = self.svm.get_sigverify() && signatures;
+        let result = with_sigverify(&mut self.svm, on, |svm| svm.send_transaction(tx.clone()));
         // Errors found before execution (bad signature, unknown account) do not land.
         let landed = self.svm.get_transaction(&sig).is_some();
         if landed {
@@ -477,34 +473,30 @@ impl LocalChain {
     }
 }
 
-/// A transaction whose signatures all verified. The RPC checks them before it takes the
-/// chain's lock, so that the front-end threads verify in parallel while one of them executes
-/// (a validator's sigverify stage runs ahead of its bank the same way); the bank then skips
-/// its own check, which was half of a transfer's CPU under the lock.
+/// A transaction whose signatures were checked before the chain's lock: the RPC verifies
+/// them first, so that the front-end threads verify in parallel while one of them executes
+/// (a validator's sigverify stage runs ahead of its bank the same way), and the bank skips its
+/// own check for one that passed (half of a transfer's CPU, under the lock).
 #[derive(Clone)]
-pub struct Verified(VersionedTransaction);
-
-/// A transaction after `Verified::check`: verified, or given back for the bank to check.
-pub type Checked = Result<Verified, VersionedTransaction>;
-
-impl Verified {
-    /// The transaction back when a signature fails or their number is not the one its message
-    /// requires: the bank checks it itself then, so it fails as it always did, with the bank's
+pub struct Checked {
+    tx: VersionedTransaction,
+    /// Every signature verified and their number the one the message requires. When not, the
+    /// bank checks the transaction itself, so it fails as it always did, with the bank's
     /// error (a malformed transaction's sanitize error comes before a bad signature's).
-    pub fn check(tx: VersionedTransaction) -> Checked {
+    verified: bool,
+}
+
+impl Checked {
+    pub fn verify(tx: VersionedTransaction) -> Self {
         let required = usize::from(tx.message.header().num_required_signatures);
         let verified = required > 0
             && tx.signatures.len() == required
             && tx.verify_with_results().into_iter().all(|ok| ok);
-        if verified {
-            Ok(Self(tx))
-        } else {
-            Err(tx)
-        }
+        Self { tx, verified }
     }
 
     pub fn transaction(&self) -> &VersionedTransaction {
-        &self.0
+        &self.tx
     }
 }
 
@@ -520,6 +512,15 @@ impl SimulationChecks {
         signatures: true,
         blockhash: true,
     };
+}
+
+/// Runs `f` on the bank with its signature checks `on`, then as they were.
+fn with_sigverify<R>(svm: &mut LiteSVM, on: bool, f: impl FnOnce(&mut LiteSVM) -> R) -> R {
+    let before = svm.get_sigverify();
+    set_sigverify(svm, on);
+    let result = f(svm);
+    set_sigverify(svm, before);
+    result
 }
 
 /// LiteSVM switches signature checks only by value (`with_sigverify`); this switches the

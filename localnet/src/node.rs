@@ -9,7 +9,7 @@ use solana_signature::Signature;
 use solana_transaction::versioned::VersionedTransaction;
 use solana_transaction_error::TransactionError;
 
-use crate::chain::{Checked, LocalChain, SimulationChecks, Verified};
+use crate::chain::{Checked, LocalChain, SimulationChecks};
 use crate::json;
 use crate::subscriptions::Subscriptions;
 
@@ -64,39 +64,31 @@ impl Node {
     ) -> Result<TransactionMetadata, FailedTransactionMetadata> {
         if checks.signatures {
             // verified before the lock, as `send` does
-            match Verified::check(tx) {
-                Ok(tx) => return self.chain().simulate_verified(tx, checks.blockhash),
-                Err(tx) => return self.chain().simulate(tx, checks),
-            }
+            let tx = Checked::verify(tx);
+            return self.chain().simulate_checked(tx, checks.blockhash);
         }
         self.chain().simulate(tx, checks)
     }
 
     /// Preflight (unless skipped), execute, then notify subscribers of the transaction (its
     /// status, its logs) and of the accounts it could have written (by account and by owning
-    /// program). Its signatures were checked before, outside the chain's lock (`Verified`).
+    /// program). Its signatures were checked before, outside the chain's lock (`Checked`).
     pub fn send(&self, tx: Checked, preflight: bool) -> Sent {
-        let plain = match &tx {
-            Ok(tx) => tx.transaction(),
-            Err(tx) => tx,
-        };
-        let sig = plain.signatures.first().copied().unwrap_or_default();
+        let sig = tx
+            .transaction()
+            .signatures
+            .first()
+            .copied()
+            .unwrap_or_default();
         // for logsSubscribe's mentions
-        let accounts = plain.message.static_account_keys().to_vec();
+        let accounts = tx.transaction().message.static_account_keys().to_vec();
         let mut chain = self.chain();
         if preflight {
-            let simulated = match &tx {
-                Ok(tx) => chain.simulate_verified(tx.clone(), true),
-                Err(tx) => chain.simulate(tx.clone(), SimulationChecks::ALL),
-            };
-            if let Err(f) = simulated {
+            if let Err(f) = chain.simulate_checked(tx.clone(), true) {
                 return Sent::Refused(f);
             }
         }
-        let result = match tx {
-            Ok(tx) => chain.send_verified(tx),
-            Err(tx) => chain.send(tx),
-        };
+        let result = chain.send_checked(tx);
         let Some(record) = chain.record(&sig).cloned() else {
             return match result {
                 Err(f) => Sent::Refused(f),

@@ -9,7 +9,7 @@ use solana_message::VersionedMessage;
 use solana_signature::Signature;
 use solana_transaction::versioned::VersionedTransaction;
 
-use crate::chain::{Checked, SimulationChecks, Verified};
+use crate::chain::{Checked, SimulationChecks};
 use crate::json::{self, error_reply, Encoding};
 use crate::node::{Node, Sent};
 
@@ -67,7 +67,7 @@ fn check_batch(batch: &[Value]) -> Vec<Option<Checked>> {
             sends.then(|| sent_transaction(r.get("params")?).ok())?
         })
         .collect();
-    let check = |tx: Option<VersionedTransaction>| tx.map(Verified::check);
+    let check = |tx: Option<VersionedTransaction>| tx.map(Checked::verify);
     if decoded.iter().flatten().count() < 2 * PER_THREAD {
         return decoded.into_iter().map(check).collect();
     }
@@ -246,7 +246,7 @@ fn dispatch(node: &Node, method: &str, params: &Value, checked: Option<Checked>)
             let tx = match checked {
                 Some(tx) => tx,
                 // verified here, on the front-end thread, before the chain's lock
-                None => Verified::check(sent_transaction(params).map_err(invalid)?),
+                None => Checked::verify(sent_transaction(params).map_err(invalid)?),
             };
             let skip = p(1)
                 .and_then(|c| c.get("skipPreflight"))

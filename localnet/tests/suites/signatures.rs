@@ -1,11 +1,11 @@
-//! Signatures are verified before the chain's lock is taken (`chain::Verified`), and the bank
+//! Signatures are verified before the chain's lock is taken (`chain::Checked`), and the bank
 //! then skips its own check. Every transaction must still end as it did when the bank checked:
 //! each case below goes through the node (`Node::send`, `Node::simulate`) and through a second,
 //! identical chain whose bank checks the signatures itself, and both must agree on the outcome
 //! and on every balance, with and without preflight; and a batch, whose transactions are
 //! verified on several threads, must answer as its requests do one by one.
 
-use psyche_localnet::chain::{SimulationChecks, Verified, LAMPORTS_PER_SIGNATURE};
+use psyche_localnet::chain::{Checked, SimulationChecks, LAMPORTS_PER_SIGNATURE};
 use psyche_localnet::node::{Node, Sent};
 use psyche_localnet::{rpc, LocalChain};
 use serde_json::{json, Value};
@@ -38,7 +38,7 @@ fn signed(chain: &LocalChain, payer: &Keypair, to: &Keypair, lamports: u64) -> T
 type Outcome = Result<Result<(), TransactionError>, TransactionError>;
 
 fn through_node(node: &Node, tx: &VersionedTransaction, preflight: bool) -> Outcome {
-    match node.send(Verified::check(tx.clone()), preflight) {
+    match node.send(Checked::verify(tx.clone()), preflight) {
         Sent::Landed(sig) => Ok(node
             .chain()
             .record(&sig)
