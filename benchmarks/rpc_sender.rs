@@ -127,24 +127,27 @@ impl Connection {
                 length = value.trim().parse::<usize>().ok();
             }
         }
-        let fail = |e: String| Failure::Other(e);
         let total = length
             .filter(|n| *n <= 1 << 30)
             .map(|n| end + n)
-            .ok_or_else(|| fail(format!("a reply without a usable Content-Length: {head:?}")))?;
+            .ok_or_else(|| {
+                Failure::Other(format!("a reply without a usable Content-Length: {head:?}"))
+            })?;
         while self.buf.len() < total {
             self.fill().map_err(|e| {
-                fail(e.unwrap_or_else(|| "the node closed the connection mid-reply".into()))
+                Failure::Other(
+                    e.unwrap_or_else(|| "the node closed the connection mid-reply".into()),
+                )
             })?;
         }
         let body = String::from_utf8_lossy(&self.buf[end..total]).to_string();
         self.buf.drain(..total);
         if status != "200" {
-            return Err(fail(format!("HTTP {status}: {body}")));
+            return Err(Failure::Other(format!("HTTP {status}: {body}")));
         }
         // pasted into the report line as it is, so it must be one JSON value on one line
         if !(body.starts_with('{') || body.starts_with('[')) || body.contains('\n') {
-            return Err(fail(format!(
+            return Err(Failure::Other(format!(
                 "a reply that is not one line of JSON: {body:?}"
             )));
         }
