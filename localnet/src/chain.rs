@@ -491,7 +491,7 @@ impl Checked {
         let required = usize::from(tx.message.header().num_required_signatures);
         let verified = required > 0
             && tx.signatures.len() == required
-            && tx.verify_with_results().into_iter().all(|ok| ok);
+            && crate::sigverify::all_verify(&tx.signatures, &tx.message);
         Self { tx, verified }
     }
 

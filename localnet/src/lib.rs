@@ -18,6 +18,7 @@ pub mod node;
 pub mod pubsub;
 pub mod rpc;
 pub mod server;
+pub mod sigverify;
 pub mod subscriptions;
 
 pub use chain::LocalChain;

@@ -225,3 +225,120 @@ fn a_batch_verified_on_several_threads_answers_as_its_requests_alone() {
         alone.chain().get_account(&key).unwrap().lamports
     );
 }
+
+/// `sigverify`'s verifier (ed25519-dalek 2) is faster than the runtime's, and only what it
+/// accepts skips the bank's check: so it must accept nothing the runtime refuses. Compared on
+/// a signature of a transfer's message, then that signature with each of its 512 bits flipped,
+/// each bit of the key and of the message's first 32 bytes flipped, S + L (the same scalar,
+/// not reduced), and R and the key replaced by each small-order point and by non-canonical
+/// encodings (y + p, the sign bit set on x = 0).
+#[test]
+fn the_faster_verifier_accepts_only_what_the_runtime_accepts() {
+    use psyche_localnet::sigverify;
+    use solana_pubkey::Pubkey;
+
+    let payer = Keypair::new();
+    let chain = chain_paying(&payer);
+    let message = signed(&chain, &payer, &Keypair::new(), 1)
+        .message
+        .serialize();
+    let signature = payer.sign_message(&message);
+    let key = payer.pubkey();
+    let sig_bytes = <[u8; 64]>::from(signature);
+    let flipped = |bytes: &[u8], bit: usize| {
+        let mut bytes = bytes.to_vec();
+        bytes[bit / 8] ^= 1 << (bit % 8);
+        bytes
+    };
+    let with_sig = |bytes: Vec<u8>| Signature::from(<[u8; 64]>::try_from(bytes).unwrap());
+    let with_key = |bytes: Vec<u8>| Pubkey::new_from_array(bytes.try_into().unwrap());
+
+    let mut cases = vec![(signature, key, message.clone())];
+    for bit in 0..512 {
+        cases.push((with_sig(flipped(&sig_bytes, bit)), key, message.clone()));
+    }
+    for bit in 0..256 {
+        cases.push((
+            signature,
+            with_key(flipped(key.as_ref(), bit)),
+            message.clone(),
+        ));
+        cases.push((signature, key, flipped(&message, bit)));
+    }
+    // S + L: L, the group's order, little-endian; S < L, so no byte carries past the last
+    const L: [u8; 32] = [
+        0xed, 0xd3, 0xf5, 0x5c, 0x1a, 0x63, 0x12, 0x58, 0xd6, 0x9c, 0xf7, 0xa2, 0xde, 0xf9, 0xde,
+        0x14, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10,
+    ];
+    let mut s_plus_l = sig_bytes;
+    let mut carry = 0u16;
+    for (i, l) in L.iter().enumerate() {
+        let sum = u16::from(s_plus_l[32 + i]) + u16::from(*l) + carry;
+        s_plus_l[32 + i] = sum as u8;
+        carry = sum >> 8;
+    }
+    cases.push((Signature::from(s_plus_l), key, message.clone()));
+    // The eight points of small order (the identity, y = -1, y = 0 with either sign, and four
+    // of order 8), then y + p for y < 19 and either sign bit: encodings a strict verifier
+    // must refuse as R or as the key.
+    let mut points: Vec<[u8; 32]> = [
+        "0100000000000000000000000000000000000000000000000000000000000000",
+        "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+        "0000000000000000000000000000000000000000000000000000000000000000",
+        "0000000000000000000000000000000000000000000000000000000000000080",
+        "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
+        "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa",
+        "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",
+        "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc85",
+    ]
+    .iter()
+    .map(|h| hex::decode(h).unwrap().try_into().unwrap())
+    .collect();
+    for point in &points {
+        let weak = ed25519_dalek::VerifyingKey::from_bytes(point).map(|k| k.is_weak());
+        assert_eq!(
+            weak.ok(),
+            Some(true),
+            "{} is of small order",
+            hex::encode(point)
+        );
+    }
+    for y in 0..19u8 {
+        let mut point = [0xff; 32];
+        point[0] = 0xed + y;
+        points.push(point);
+        point[31] = 0x7f;
+        points.push(point);
+    }
+    for point in &points {
+        let mut r = sig_bytes;
+        r[..32].copy_from_slice(point);
+        cases.push((Signature::from(r), key, message.clone()));
+        cases.push((signature, Pubkey::new_from_array(*point), message.clone()));
+        // both small: the equation could hold but for the small-order checks
+        let mut zero_s = [0u8; 64];
+        zero_s[..32].copy_from_slice(point);
+        for other in &points {
+            cases.push((
+                Signature::from(zero_s),
+                Pubkey::new_from_array(*other),
+                message.clone(),
+            ));
+        }
+    }
+
+    let mut accepted = 0;
+    for (signature, key, message) in &cases {
+        let runtime = signature.verify(key.as_ref(), message);
+        let faster = sigverify::verifies(signature, key, message);
+        assert_eq!(
+            faster,
+            runtime,
+            "signature {signature}, key {key}, message {}",
+            hex::encode(message)
+        );
+        accepted += usize::from(runtime);
+    }
+    // only the untouched signature verifies
+    assert_eq!(accepted, 1, "of {} cases", cases.len());
+}
