@@ -11,6 +11,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
+use hyper_util::service::TowerToHyperService;
 use serde_json::{json, Value};
 use solana_signature::Signature;
 use tokio::sync::Semaphore;
@@ -35,14 +36,17 @@ struct PubSub {
 }
 
 /// The PubSub endpoint on `socket`, for the front-end threads to serve.
-pub fn listener(socket: std::net::TcpListener, node: Arc<Node>) -> server::Listener<Router> {
+pub fn listener(
+    socket: std::net::TcpListener,
+    node: Arc<Node>,
+) -> server::Listener<TowerToHyperService<Router>> {
     let state = Arc::new(PubSub {
         node,
         open: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
     });
     let app = Router::new().fallback(upgrade).with_state(state);
     // The HTTP side bounds only the handshakes: an upgraded connection leaves it.
-    server::Listener::new(socket, app, MAX_CONNECTIONS)
+    server::Listener::new(socket, TowerToHyperService::new(app), MAX_CONNECTIONS, true)
 }
 
 async fn upgrade(State(pubsub): State<Arc<PubSub>>, ws: WebSocketUpgrade) -> Response {

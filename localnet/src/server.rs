@@ -1,6 +1,7 @@
-//! The accept loop both front ends share: hyper's HTTP/1.1 server under an axum handler or
-//! router, at most `limit` connections at once, bounded request heads, keep-alive with an idle
-//! limit; and the threads that run it.
+//! The accept loop both front ends share: hyper's HTTP/1.1 server (the JSON-RPC as a hyper
+//! service, the PubSub as an axum router for its websocket upgrade), at most `limit`
+//! connections at once, bounded request heads, keep-alive with an idle limit; and the threads
+//! that run it.
 //!
 //! Each front-end thread is a single-threaded tokio runtime that accepts on the same listening
 //! sockets and keeps the connections it accepted (as actix-web's workers do). On tokio's
@@ -14,12 +15,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::response::Response;
-use hyper::body::Incoming;
+use hyper::body::{Body, Incoming};
 use hyper::server::conn::http1;
-use hyper::Request;
+use hyper::service::Service;
+use hyper::{Request, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
 use tokio::sync::Semaphore;
 
 /// Largest request head (request line and headers); a larger one is answered 431.
@@ -56,28 +56,34 @@ pub fn bind(addr: &str) -> std::io::Result<std::net::TcpListener> {
     Err(last.unwrap_or_else(|| std::io::Error::other("no address to listen on")))
 }
 
-/// A listening socket and the app behind it (an axum handler or router), shared by every
-/// front-end thread: the connections all of them hold at once are bounded together.
+/// A listening socket and the service behind it, shared by every front-end thread: the
+/// connections all of them hold at once are bounded together.
 #[derive(Clone)]
 pub struct Listener<App> {
     socket: Arc<std::net::TcpListener>,
     app: App,
     open: Arc<Semaphore>,
+    /// Connections may leave HTTP (websockets).
+    upgrades: bool,
 }
 
-impl<App> Listener<App>
+impl<App, B> Listener<App>
 where
-    App: tower_service::Service<Request<Incoming>, Response = Response, Error = Infallible>
+    App: Service<Request<Incoming>, Response = Response<B>, Error = Infallible>
         + Clone
         + Send
         + 'static,
     App::Future: Send + 'static,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    pub fn new(socket: std::net::TcpListener, app: App, limit: usize) -> Self {
+    pub fn new(socket: std::net::TcpListener, app: App, limit: usize, upgrades: bool) -> Self {
         Self {
             socket: Arc::new(socket),
             app,
             open: Arc::new(Semaphore::new(limit)),
+            upgrades,
         }
     }
 
@@ -126,17 +132,20 @@ where
             };
             // Replies leave at once, not after a delayed ACK.
             stream.set_nodelay(true).ok();
-            let service = TowerToHyperService::new(self.app.clone());
+            let (service, upgrades) = (self.app.clone(), self.upgrades);
             tokio::spawn(async move {
-                let connection = http1::Builder::new()
-                    .timer(TokioTimer::new())
+                let mut http = http1::Builder::new();
+                http.timer(TokioTimer::new())
                     .header_read_timeout(IDLE)
                     .max_header_size(MAX_HEAD)
-                    .max_buf_size(MAX_BUFFER)
-                    .serve_connection(TokioIo::new(stream), service)
-                    .with_upgrades();
+                    .max_buf_size(MAX_BUFFER);
+                let connection = http.serve_connection(TokioIo::new(stream), service);
                 // A client that vanished mid-request is not the node's error.
-                let _ = connection.await;
+                let _ = if upgrades {
+                    connection.with_upgrades().await
+                } else {
+                    connection.await
+                };
                 drop(permit);
             });
         }
