@@ -36,12 +36,13 @@ pub fn handle_body(node: &Node, body: &str) -> String {
     match serde_json::from_str::<Value>(body) {
         Ok(Value::Array(batch)) => {
             let checked = check_batch(&batch);
-            let replies: Vec<Value> = batch
+            // each reply is JSON already: joined as it is, not parsed again to be written again
+            let replies: Vec<String> = batch
                 .iter()
                 .zip(checked)
-                .map(|(r, c)| serde_json::from_str(&handle_one(node, r, c)).unwrap_or(Value::Null))
+                .map(|(r, c)| handle_one(node, r, c))
                 .collect();
-            Value::Array(replies).to_string()
+            format!("[{}]", replies.join(","))
         }
         Ok(req) => handle_one(node, &req, None),
         Err(e) => error_reply(Value::Null, -32700, &format!("Parse error: {e}")),
@@ -88,8 +89,9 @@ fn handle_one(node: &Node, req: &Value, checked: Option<Checked>) -> String {
     let Some(method) = req.get("method").and_then(Value::as_str) else {
         return error_reply(id, -32600, "Invalid request: no method");
     };
-    let params = req.get("params").cloned().unwrap_or(json!([]));
-    match dispatch(node, method, &params, checked) {
+    let none = json!([]);
+    let params = req.get("params").unwrap_or(&none);
+    match dispatch(node, method, params, checked) {
         Ok(result) => json!({"jsonrpc": "2.0", "result": result, "id": id}).to_string(),
         Err(e) => {
             let mut error = json!({"code": e.code, "message": e.message});
