@@ -3,8 +3,11 @@ centralized backend with real training (a tiny Llama, DisTrO): parameter hashes 
 meaningful with a real model (the simulated trainer's hash is a function of the step alone).
 
 Three incumbents train; a helper joiner (client 4) takes the one sync slot (max_syncing = 1) so
-that the joiner under test (client 5) waits Queued behind it. Client 5 is killed once in each of
-Queued, Syncing, WarmingUp and Active, in turn, in one run; the server withdraws it when its
+that the joiner under test (client 5) waits Queued behind it. The helper holds the slot by
+construction, not by timing: it withholds its `synced` while a hold file exists, removed once a
+restart of client 5 has come back Queued (on a loaded machine a restart once came back after
+the helper had synced and warmed up, and found the slot free). Client 5 is killed once in each
+of Queued, Syncing, WarmingUp and Active, in turn, in one run; the server withdraws it when its
 connection closes. Each restart:
 (a) re-enters at once: Queued at the queue's tail with `since` = the step of its join, or
     Syncing from that step when the slot is free, and a queued one starts syncing within one
@@ -38,17 +41,25 @@ from .test_training import applied_params, read_metrics
 
 pytest.importorskip("iroh")
 pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.timeout(2400)]
-WARM = 5  # sync_warmup_rounds: the helper holds the sync slot while client 5 restarts Queued
+WARM = 5  # sync_warmup_rounds: client 5's WarmingUp lasts long enough to be killed in
 INCUMBENTS = (1, 2, 3)
 HELPER, JOINER = 4, 5
 TARGETS = (ClientPhase.Queued, ClientPhase.Syncing, ClientPhase.WarmingUp, ClientPhase.Active)
 ATTEMPTS = 5  # a phase that ended between the state that showed it and the kill is tried again
 WAIT = 900  # generous: two shared cores; nothing here measures time
 READY = "held client: imports done"
-# the harness's held client, saying when its imports are done: a restart released before that
-# would join tens of seconds after the kill, when the helper no longer holds the sync slot
-HELD_CLIENT = harness.HELD_CLIENT.replace("sys.stdin.readline()",
-                                          f"print({READY!r}, flush=True)\nsys.stdin.readline()")
+HOLD_SYNC = ".hold-sync"
+# the harness's held client, saying when its imports are done (a restart released before that
+# would join tens of seconds after the kill), and withholding its `synced` while the file
+# <its key>.hold-sync exists: it stays Syncing, holding the sync slot, until the test says
+HELD_CLIENT = harness.HELD_CLIENT.replace("sys.stdin.readline()", f"""\
+print({READY!r}, flush=True)
+sys.stdin.readline()
+import os
+from psyche_client.client.sync import Sync
+hold = sys.argv[sys.argv.index("--identity-secret-key-path") + 1] + {HOLD_SYNC!r}
+say_synced = Sync._synced
+Sync._synced = lambda self: [] if os.path.exists(hold) else say_synced(self)""")
 
 
 def write_run(tmp: Path, data: Path) -> Path:
@@ -110,6 +121,8 @@ def test_a_joiner_killed_in_each_phase_comes_back(tmp_path, data_dir, monkeypatc
         rec = Recorder(c.port, c.run_id)
         for n in INCUMBENTS:
             start(n)
+        hold = c.tmp / f"client-{HELPER}.key{HOLD_SYNC}"
+        hold.touch()  # the helper stays Syncing until a restart of client 5 comes back Queued
         helper = start(HELPER, held=True)
         incarnations.append(start(JOINER, held=True))
         spare = start(JOINER, held=True)  # the next incarnation, ready before each kill
@@ -147,6 +160,8 @@ def test_a_joiner_killed_in_each_phase_comes_back(tmp_path, data_dir, monkeypatc
             back, _ = rec.wait(lambda s: phase(s, five) is not None, WAIT,
                                "client 5 to join again", gone)
             kills.append((target, gone - 1, gone, back))
+            if phase(rec.states[back], five) == ClientPhase.Queued:
+                hold.unlink(missing_ok=True)  # the helper syncs, and later frees the slot
             k, target = back, nxt
             if target is not None:
                 spare = start(JOINER, held=True)  # imports while this one runs
@@ -195,6 +210,8 @@ def test_a_joiner_killed_in_each_phase_comes_back(tmp_path, data_dir, monkeypatc
             assert st.syncing_count() >= st.config.max_syncing  # queued: the slot was taken
         entered.append(p)
     assert ClientPhase.Queued in entered, "no restart found the sync slot taken"
+    # the hold: the helper was still Syncing when the first restart was back (Queued)
+    assert phase(states[kills[0][3]], four) == ClientPhase.Syncing
     # a queued client 5 starts syncing in the round the slot frees (the helper turns Active at
     # that round's start), or within one round when the slot frees mid-round
     for (_, _, _, back), p in zip(kills, entered):
